@@ -1,0 +1,96 @@
+"""The one interface every simulator backend implements, and the truth samples it returns.
+
+A backend only produces noiseless engine truth in the sensor frame; the shared pipeline adds
+every error. `capture` receives the trajectory rather than one pose so that a rolling-shutter
+sensor can re-interpolate the pose per column, and the IMU can differentiate the motion.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from simconform.frames import Pose
+    from simconform.spec import Spec
+    from simconform.world import World
+
+
+class Motion(Protocol):
+    """Prescribed motion of base_link in the map frame (a `simconform.trajectory.Trajectory`)."""
+
+    start_ns: int
+    end_ns: int
+
+    def pose_at(self, t_ns: int | np.ndarray) -> Pose: ...
+
+
+@dataclass
+class LidarTruth:
+    """Organized sweep, all in the sensor frame at sweep start; NaN where a ray has no return.
+
+    `directions` are the unit ray directions in that same frame, so that noise along the ray is
+    exact for a rolling shutter too.
+    """
+
+    points: np.ndarray  # (rings, columns, 3) float64
+    directions: np.ndarray  # (rings, columns, 3) float64, unit
+    ranges: np.ndarray  # (rings, columns) float64, NaN for no return
+    intensity: np.ndarray  # (rings, columns) float32
+    t_offset: np.ndarray  # (rings, columns) float32 seconds from sweep start
+
+
+@dataclass
+class ImuTruth:
+    accel: np.ndarray  # (3,) specific force in the sensor frame, m/s^2
+    gyro: np.ndarray  # (3,) angular velocity in the sensor frame, rad/s
+    orientation: np.ndarray  # (4,) sensor orientation in the map frame, x y z w
+
+
+@dataclass
+class GnssTruth:
+    enu: np.ndarray  # (3,) antenna position in the map frame (ENU about the world origin), m
+
+
+@dataclass
+class OdomTruth:
+    """Planar pose of base_link in the odom frame (the odom frame coincides with map)."""
+
+    x: float
+    y: float
+    yaw: float
+
+
+TruthSample = LidarTruth | ImuTruth | GnssTruth | OdomTruth
+
+
+class BackendUnavailable(Exception):
+    """The backend's engine is not installed here; the message says what to install."""
+
+
+class SensorBackend(ABC):
+    name: str
+
+    @abstractmethod
+    def open(self, world: World, spec: Spec) -> None:
+        """Build the scene once. Raise BackendUnavailable when the engine is missing."""
+
+    @abstractmethod
+    def capture(self, sensor: str, t_ns: int, motion: Motion) -> TruthSample:
+        """Noiseless truth of sensor `sensor` (a key of spec.sensors) captured at t_ns."""
+
+    def capture_batch(self, sensor: str, times_ns: np.ndarray, motion: Motion) -> list[TruthSample]:
+        """Truth for several capture times at once; backends override it to vectorise."""
+        return [self.capture(sensor, int(t), motion) for t in times_ns]
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release engine resources."""
+
+    def __enter__(self) -> SensorBackend:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

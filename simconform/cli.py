@@ -1,0 +1,129 @@
+"""The `simconform` command line.
+
+Exit codes: 0 every metric passes, 1 any metric fails or is inconclusive, 2 bad input (one
+message, no traceback, nothing written), 130/143 when a run was interrupted (after its partial
+recording has been verified).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from simconform.errors import UserError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=False,
+    help="Verify simulated sensor models against their declared error models, on any simulator.",
+    pretty_exceptions_enable=False,
+)
+err = Console(stderr=True, highlight=False)
+STYLE = {"pass": "green", "fail": "bold red", "inconclusive": "yellow", "not_applicable": "dim"}
+INTERRUPT_CODES = {"SIGINT": 130, "SIGTERM": 143}
+
+
+def print_table(report: dict, console: Console | None = None) -> None:
+    from simconform.verify.report import SYMBOL, rows
+
+    console = console or Console(highlight=False)
+    r = report["run"]
+    title = (f"simconform: {r['backend']} backend, seed {r['seed']}, {r['duration_s']:g} s"
+             + ("" if r["complete"] else "  [yellow](incomplete run)[/]"))
+    table = Table(title=title, show_lines=False)
+    for col in ("sensor", "metric", "configured", "measured", "CI", "tolerance", "unit", "verdict"):
+        table.add_column(col, justify="right" if col in ("configured", "measured") else "left")
+    for s, m, c, me, ci, tol, v, unit, _note in rows(report):
+        table.add_row(s, m, c, me, ci, tol, unit, f"[{STYLE[v]}]{SYMBOL[v]}[/]")
+    console.print(table)
+    v = report["verdict"]
+    console.print(f"verdict: [{STYLE[v]}]{SYMBOL[v]}[/]")
+
+
+def exit_code(report: dict) -> int:
+    return 0 if report["verdict"] in ("pass", "not_applicable") else 1
+
+
+@app.command()
+def run(
+    world: Annotated[Path, typer.Option(help="World file (YAML).")] = None,  # type: ignore[assignment]
+    spec: Annotated[Path, typer.Option(help="Sensor spec (YAML).")] = None,  # type: ignore[assignment]
+    trajectory: Annotated[Path, typer.Option(help="TUM file (t x y z qx qy qz qw) or 2D waypoints (t x y).")] = None,  # type: ignore[assignment]  # noqa: E501
+    backend: Annotated[str, typer.Option(help="Simulator backend: reference.")] = "reference",
+    seed: Annotated[int, typer.Option(help="Seed of every sensor's error streams.")] = 1234,
+    out: Annotated[Path, typer.Option(help="Run folder to create.")] = Path("runs/demo"),
+    duration: Annotated[float | None, typer.Option(help="Run only the first SECONDS of the trajectory.", metavar="SECONDS")] = None,  # noqa: E501
+    storage: Annotated[str, typer.Option(help="Bag storage: mcap or sqlite3.")] = "mcap",
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing run in --out.")] = False,
+    confidence: Annotated[float, typer.Option(help="Confidence level of every interval.")] = 0.95,
+    progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="Progress bar (default: on a terminal).")] = None,  # noqa: E501
+) -> None:
+    """Run a spec on a world along a trajectory, record the bag, verify it (defaults: the demo)."""
+    from simconform.run import DEMO_SPEC, DEMO_TRAJECTORY, DEMO_WORLD, RunConfig
+    from simconform.run import run as do_run
+    from simconform.verify.verifier import verify_run
+
+    if storage not in ("mcap", "sqlite3"):
+        raise UserError(None, "--storage", storage, "expected mcap or sqlite3")
+    if not 0.5 <= confidence < 1:
+        raise UserError(None, "--confidence", confidence, "expected a level in [0.5, 1)")
+    cfg = RunConfig(world=world or DEMO_WORLD, spec=spec or DEMO_SPEC,
+                    trajectory=trajectory or DEMO_TRAJECTORY, backend=backend, seed=seed, out=out,
+                    duration=duration, storage=storage, force=force)
+    result = do_run(cfg, progress=progress)
+    if result.stopped_by:
+        err.print(f"[yellow]interrupted by {result.stopped_by}[/]: the bag is closed and holds "
+                  f"{sum(result.captures.values())} captures; verifying what was recorded")
+    report = verify_run(result.out, confidence)
+    print_table(report)
+    print(f"report: {result.out / 'report' / 'report.md'}")
+    if result.stopped_by:
+        raise typer.Exit(INTERRUPT_CODES.get(result.stopped_by, 1))
+    raise typer.Exit(exit_code(report))
+
+
+@app.command()
+def verify(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder made by `simconform run`.", metavar="DIR")],
+    confidence: Annotated[float, typer.Option(help="Confidence level of every interval.")] = 0.95,
+) -> None:
+    """Verify a recorded run again, rewrite DIR/report/ and print the verdict table."""
+    from simconform.verify.verifier import verify_run
+
+    report = verify_run(run_dir, confidence)
+    print_table(report)
+    raise typer.Exit(exit_code(report))
+
+
+def main() -> None:
+    from simconform.adapters.base import BackendUnavailable
+
+    try:
+        app(standalone_mode=False)
+    except UserError as exc:
+        err.print(f"simconform: error: {exc}", markup=False)
+        sys.exit(2)
+    except BackendUnavailable as exc:
+        err.print(f"simconform: error: {exc}", markup=False)
+        sys.exit(2)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except Exception as exc:  # click usage errors
+        import click
+
+        if isinstance(exc, click.exceptions.Abort):
+            err.print("simconform: aborted")
+            sys.exit(130)
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(2)
+        raise
+
+
+if __name__ == "__main__":
+    main()

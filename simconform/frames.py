@@ -1,0 +1,68 @@
+"""Rigid-body poses and REP 103 conventions (x forward, y left, z up; quaternions x y z w).
+
+A `Pose` holds one pose or a stack of N poses, so that a whole lidar sweep (one pose per
+azimuth column) or a whole trajectory is transformed with one numpy call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.spatial.transform import Rotation
+
+
+@dataclass(frozen=True)
+class Pose:
+    """Transform from a child frame to a parent frame: p_parent = R @ p_child + t."""
+
+    t: np.ndarray  # (3,) or (N, 3)
+    rot: Rotation  # single or stack of N
+
+    @staticmethod
+    def identity() -> Pose:
+        return Pose(np.zeros(3), Rotation.identity())
+
+    @staticmethod
+    def from_xyz_rpy(xyz, rpy) -> Pose:
+        """Mount pose from xyz (m) and roll-pitch-yaw (rad), fixed axes X then Y then Z (URDF)."""
+        return Pose(np.asarray(xyz, dtype=float), Rotation.from_euler("xyz", rpy))
+
+    @staticmethod
+    def from_xyz_quat(xyz, quat_xyzw) -> Pose:
+        return Pose(np.asarray(xyz, dtype=float), Rotation.from_quat(quat_xyzw))
+
+    def __len__(self) -> int:
+        return 1 if self.t.ndim == 1 else self.t.shape[0]
+
+    def __getitem__(self, idx) -> Pose:
+        return Pose(self.t[idx], self.rot[idx])
+
+    def compose(self, other: Pose) -> Pose:
+        """self * other: express other's child frame in self's parent frame."""
+        return Pose(self.rot.apply(other.t) + self.t, self.rot * other.rot)
+
+    def inverse(self) -> Pose:
+        inv = self.rot.inv()
+        return Pose(-inv.apply(self.t), inv)
+
+    def apply(self, points: np.ndarray) -> np.ndarray:
+        return self.rot.apply(points) + self.t
+
+    def quat(self) -> np.ndarray:
+        """Quaternion(s) x y z w with w >= 0, so that equal poses serialize identically."""
+        q = np.atleast_2d(self.rot.as_quat())
+        q = np.where(q[:, 3:4] < 0, -q, q)
+        return q[0] if self.t.ndim == 1 else q
+
+    def yaw(self) -> np.ndarray:
+        return self.rot.as_euler("ZYX")[..., 0]
+
+
+def planar(x: float, y: float, yaw: float) -> Pose:
+    return Pose(np.array([x, y, 0.0]), Rotation.from_euler("z", yaw))
+
+
+def wrap_angle(a):
+    """Wrap angle(s) to [-pi, pi)."""
+    return (np.asarray(a) + np.pi) % (2 * np.pi) - np.pi

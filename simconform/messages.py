@@ -1,0 +1,179 @@
+"""ROS 2 messages (rosbags' Jazzy type store) built from samples, and decoded back to arrays.
+
+PointCloud2 layout is the common Velodyne-driver one: x y z intensity float32, ring uint16,
+t float32 seconds from sweep start; organized as height = rings, width = columns, NaN points
+where no return was published, so published and truth points pair by index.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from rosbags.typesys import Stores, get_typestore
+
+from simconform.adapters.base import ImuTruth, LidarTruth, OdomTruth
+from simconform.frames import Pose
+
+TYPESTORE = get_typestore(Stores.ROS2_JAZZY)
+T = TYPESTORE.types
+
+POINTCLOUD2 = "sensor_msgs/msg/PointCloud2"
+IMU = "sensor_msgs/msg/Imu"
+NAVSATFIX = "sensor_msgs/msg/NavSatFix"
+ODOMETRY = "nav_msgs/msg/Odometry"
+TFMESSAGE = "tf2_msgs/msg/TFMessage"
+
+CLOUD_DTYPE = np.dtype(
+    {
+        "names": ["x", "y", "z", "intensity", "ring", "t"],
+        "formats": ["<f4", "<f4", "<f4", "<f4", "<u2", "<f4"],
+        "offsets": [0, 4, 8, 12, 16, 18],
+        "itemsize": 22,
+    }
+)
+_PF = T["sensor_msgs/msg/PointField"]
+CLOUD_FIELDS = [
+    _PF(name="x", offset=0, datatype=_PF.FLOAT32, count=1),
+    _PF(name="y", offset=4, datatype=_PF.FLOAT32, count=1),
+    _PF(name="z", offset=8, datatype=_PF.FLOAT32, count=1),
+    _PF(name="intensity", offset=12, datatype=_PF.FLOAT32, count=1),
+    _PF(name="ring", offset=16, datatype=_PF.UINT16, count=1),
+    _PF(name="t", offset=18, datatype=_PF.FLOAT32, count=1),
+]
+
+
+def serialize(msg, typename: str) -> bytes:
+    return bytes(TYPESTORE.serialize_cdr(msg, typename))
+
+
+def deserialize(data: bytes, typename: str):
+    return TYPESTORE.deserialize_cdr(data, typename)
+
+
+def header(stamp_ns: int, frame_id: str):
+    sec, nsec = divmod(int(stamp_ns), 1_000_000_000)
+    stamp = T["builtin_interfaces/msg/Time"](sec=sec, nanosec=nsec)
+    return T["std_msgs/msg/Header"](stamp=stamp, frame_id=frame_id)
+
+
+def stamp_ns(hdr) -> int:
+    return int(hdr.stamp.sec) * 1_000_000_000 + int(hdr.stamp.nanosec)
+
+
+def _vec3(v):
+    return T["geometry_msgs/msg/Vector3"](x=float(v[0]), y=float(v[1]), z=float(v[2]))
+
+
+def _quat(q):
+    return T["geometry_msgs/msg/Quaternion"](x=float(q[0]), y=float(q[1]), z=float(q[2]), w=float(q[3]))
+
+
+def _point(v):
+    return T["geometry_msgs/msg/Point"](x=float(v[0]), y=float(v[1]), z=float(v[2]))
+
+
+def cloud(s: LidarTruth, stamp: int, frame_id: str):
+    rings, cols = s.ranges.shape
+    arr = np.zeros((rings, cols), dtype=CLOUD_DTYPE)
+    arr["x"], arr["y"], arr["z"] = s.points[..., 0], s.points[..., 1], s.points[..., 2]
+    arr["intensity"] = np.where(np.isfinite(s.ranges), s.intensity, np.nan)
+    arr["ring"] = np.arange(rings, dtype=np.uint16)[:, None]
+    arr["t"] = s.t_offset
+    return T[POINTCLOUD2](
+        header=header(stamp, frame_id), height=rings, width=cols, fields=CLOUD_FIELDS,
+        is_bigendian=False, point_step=CLOUD_DTYPE.itemsize, row_step=CLOUD_DTYPE.itemsize * cols,
+        data=np.frombuffer(arr.tobytes(), dtype=np.uint8), is_dense=False,
+    )
+
+
+def cloud_arrays(msg) -> dict[str, np.ndarray]:
+    """Fields of an organized or unorganized PointCloud2 as float64/uint arrays (height, width)."""
+    names = [f.name for f in msg.fields]
+    for required in ("x", "y", "z"):
+        if required not in names:
+            raise ValueError(f"PointCloud2 has no '{required}' field (fields: {names})")
+    sizes = {1: "i1", 2: "u1", 3: "i2", 4: "u2", 5: "i4", 6: "u4", 7: "f4", 8: "f8"}
+    end = ">" if msg.is_bigendian else "<"
+    dtype = np.dtype(
+        {
+            "names": names,
+            "formats": [end + sizes[f.datatype] for f in msg.fields],
+            "offsets": [f.offset for f in msg.fields],
+            "itemsize": msg.point_step,
+        }
+    )
+    raw = np.asarray(msg.data, dtype=np.uint8)
+    rows = []
+    for r in range(msg.height):
+        row = raw[r * msg.row_step : r * msg.row_step + msg.width * msg.point_step]
+        rows.append(np.frombuffer(row.tobytes(), dtype=dtype, count=msg.width))
+    arr = np.stack(rows)
+    return {n: arr[n] for n in names}
+
+
+def imu(s: ImuTruth, stamp: int, frame_id: str, accel_var, gyro_var, with_orientation: bool):
+    ocov = np.zeros(9)
+    if not with_orientation:
+        ocov[0] = -1.0  # REP 145: orientation not provided
+    return T[IMU](
+        header=header(stamp, frame_id),
+        orientation=_quat(s.orientation if with_orientation else (0.0, 0.0, 0.0, 1.0)),
+        orientation_covariance=ocov,
+        angular_velocity=_vec3(s.gyro),
+        angular_velocity_covariance=np.diag(np.asarray(gyro_var, dtype=float)).ravel(),
+        linear_acceleration=_vec3(s.accel),
+        linear_acceleration_covariance=np.diag(np.asarray(accel_var, dtype=float)).ravel(),
+    )
+
+
+def navsat(lla, stamp: int, frame_id: str, enu_var):
+    status = T["sensor_msgs/msg/NavSatStatus"]
+    fix = T[NAVSATFIX]
+    return fix(
+        header=header(stamp, frame_id),
+        status=status(status=status.STATUS_FIX, service=status.SERVICE_GPS),
+        latitude=float(lla[0]), longitude=float(lla[1]), altitude=float(lla[2]),
+        position_covariance=np.diag(np.asarray(enu_var, dtype=float)).ravel(),
+        position_covariance_type=fix.COVARIANCE_TYPE_DIAGONAL_KNOWN,
+    )
+
+
+def odometry(s: OdomTruth, twist: np.ndarray, stamp: int, frame_id: str, child: str, var):
+    q = Pose(np.zeros(3), _yaw_rot(s.yaw)).quat()
+    cov = np.zeros(36)
+    cov[0], cov[7], cov[35] = var[0], var[1], var[2]
+    pose = T["geometry_msgs/msg/PoseWithCovariance"](
+        pose=T["geometry_msgs/msg/Pose"](position=_point((s.x, s.y, 0.0)), orientation=_quat(q)),
+        covariance=cov,
+    )
+    tw = T["geometry_msgs/msg/TwistWithCovariance"](
+        twist=T["geometry_msgs/msg/Twist"](
+            linear=_vec3((twist[0], twist[1], 0.0)), angular=_vec3((0.0, 0.0, twist[2]))
+        ),
+        covariance=np.zeros(36),
+    )
+    return T[ODOMETRY](header=header(stamp, frame_id), child_frame_id=child, pose=pose, twist=tw)
+
+
+def odom_pose(msg) -> OdomTruth:
+    p, q = msg.pose.pose.position, msg.pose.pose.orientation
+    yaw = np.arctan2(2 * (q.w * q.z + q.x * q.y), 1 - 2 * (q.y * q.y + q.z * q.z))
+    return OdomTruth(x=float(p.x), y=float(p.y), yaw=float(yaw))
+
+
+def _yaw_rot(yaw: float):
+    from scipy.spatial.transform import Rotation
+
+    return Rotation.from_euler("z", yaw)
+
+
+def transforms(items: list[tuple[int, str, str, np.ndarray, np.ndarray]]):
+    """TFMessage from (stamp, parent, child, xyz, quat xyzw) of the child in the parent."""
+    ts = T["geometry_msgs/msg/TransformStamped"]
+    tf = T["geometry_msgs/msg/Transform"]
+    return T[TFMESSAGE](
+        transforms=[
+            ts(header=header(st, parent), child_frame_id=child,
+               transform=tf(translation=_vec3(xyz), rotation=_quat(q)))
+            for st, parent, child, xyz, q in items
+        ]
+    )

@@ -1,0 +1,86 @@
+"""Recording: the rosbag2 directory (rosbags writer), ground-truth TUM files and run.json.
+
+Messages are written in log-time order (log time = publish time, truth at capture time): each
+message waits in a heap until the simulation clock has passed its log time, so a bag is
+byte-identical for the same inputs and seed, and an interrupted run's bag is complete up to the
+moment it stopped.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
+from rosbags.rosbag2 import StoragePlugin, Writer
+
+from simconform.messages import TYPESTORE, serialize
+from simconform.trajectory import format_seconds
+
+STORAGES = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}
+
+_INF = QosTime(sec=2147483647, nsec=4294967295)
+_LATCHED = Qos(
+    history=QosHistory.KEEP_LAST, depth=1, reliability=QosReliability.RELIABLE,
+    durability=QosDurability.TRANSIENT_LOCAL, deadline=_INF, lifespan=_INF,
+    liveliness=QosLiveliness.AUTOMATIC, liveliness_lease_duration=_INF,
+    avoid_ros_namespace_conventions=False,
+)
+
+
+class BagRecorder:
+    def __init__(self, path: Path, storage: str = "mcap") -> None:
+        self.writer = Writer(path, version=9, storage_plugin=STORAGES[storage])
+        self.writer.open()
+        self.connections: dict[str, Any] = {}
+        self.heap: list[tuple[int, int, str, bytes]] = []
+        self.seq = 0
+        self.written = 0
+
+    def connection(self, topic: str, msgtype: str, latched: bool = False) -> None:
+        if topic not in self.connections:
+            qos = [_LATCHED] if latched else ()
+            self.connections[topic] = self.writer.add_connection(
+                topic, msgtype, typestore=TYPESTORE, offered_qos_profiles=qos
+            )
+
+    def push(self, topic: str, msgtype: str, msg, log_ns: int) -> None:
+        """Queue a message; it is written once the clock passes log_ns."""
+        self.connection(topic, msgtype)
+        heapq.heappush(self.heap, (int(log_ns), self.seq, topic, serialize(msg, msgtype)))
+        self.seq += 1
+
+    def advance(self, now_ns: int | None) -> None:
+        """Write every queued message with log time <= now_ns (all of them for None)."""
+        while self.heap and (now_ns is None or self.heap[0][0] <= now_ns):
+            log_ns, _, topic, data = heapq.heappop(self.heap)
+            self.writer.write(self.connections[topic], log_ns, data)
+            self.written += 1
+
+    def close(self) -> None:
+        self.advance(None)
+        self.writer.close()
+
+
+class TumWriter:
+    """gt/*.tum: poses in the map frame, readable by evo (`evo_traj tum gt/base_link.tum`)."""
+
+    def __init__(self, path: Path) -> None:
+        self.fh = open(path, "w")  # noqa: SIM115 - closed by close()
+        self.fh.write("# t x y z qx qy qz qw (map frame)\n")
+
+    def write(self, t_ns: int, xyz, quat) -> None:
+        vals = " ".join(f"{v:.9f}" for v in (*xyz, *quat))
+        self.fh.write(f"{format_seconds(t_ns)} {vals}\n")
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
+    os.replace(tmp, path)

@@ -1,0 +1,357 @@
+"""Orchestration of one conformance run: inputs -> backend truth -> pipeline -> bag -> verify.
+
+Everything the user can get wrong is validated before the output folder is created. SIGINT and
+SIGTERM stop the capture loop at the next sample; the bag is then closed normally, so what was
+captured so far stays readable and run.json says "complete": false.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import shutil
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pymap3d
+
+from simconform import __version__, messages
+from simconform.adapters import get_backend
+from simconform.adapters.base import GnssTruth, ImuTruth, LidarTruth, OdomTruth, SensorBackend
+from simconform.errors import UserError
+from simconform.frames import Pose
+from simconform.pipeline.chain import SensorPipeline
+from simconform.pipeline.noise import se2_increment
+from simconform.pipeline.schedule import capture_times
+from simconform.record import BagRecorder, TumWriter, write_json_atomic
+from simconform.spec import GnssSpec, ImuSpec, LidarSpec, OdomSpec, Spec, load_spec
+from simconform.trajectory import Trajectory, load_trajectory
+from simconform.world import World, load_world
+
+REPO = Path(__file__).resolve().parent.parent
+DEMO_WORLD = REPO / "worlds" / "demo.yaml"
+DEMO_TRAJECTORY = REPO / "worlds" / "demo.tum"
+DEMO_SPEC = REPO / "sensors_spec" / "rover.yaml"
+TF_RATE_HZ = 50.0
+
+
+@dataclass
+class RunConfig:
+    world: Path = DEMO_WORLD
+    spec: Path = DEMO_SPEC
+    trajectory: Path = DEMO_TRAJECTORY
+    backend: str = "reference"
+    seed: int = 1234
+    out: Path = Path("runs/demo")
+    duration: float | None = None
+    storage: str = "mcap"
+    force: bool = False
+
+
+@dataclass
+class RunResult:
+    out: Path
+    complete: bool
+    captures: dict[str, int] = field(default_factory=dict)
+    published: dict[str, int] = field(default_factory=dict)
+    stopped_by: str | None = None
+
+
+@dataclass
+class Inputs:
+    world: World
+    spec: Spec
+    trajectory: Trajectory
+    start_ns: int
+    end_ns: int
+
+
+def load_inputs(cfg: RunConfig) -> Inputs:
+    world = load_world(cfg.world)
+    spec = load_spec(cfg.spec)
+    traj = load_trajectory(cfg.trajectory, world)
+    start, end = traj.start_ns, traj.end_ns
+    span_s = (end - start) / 1e9
+    if cfg.duration is not None:
+        if not (cfg.duration > 0 and np.isfinite(cfg.duration)):
+            raise UserError(None, "--duration", cfg.duration, "expected seconds > 0")
+        if cfg.duration * 1e9 > end - start + 0.5:
+            raise UserError(
+                cfg.trajectory, "--duration", cfg.duration,
+                f"the trajectory spans only {span_s:g} s; expected a duration in (0, {span_s:g}]",
+            )
+        end = start + round(cfg.duration * 1e9)
+    if cfg.seed < 0 or cfg.seed >= 2**63:
+        raise UserError(None, "--seed", cfg.seed, "expected an integer in [0, 2^63)")
+    return Inputs(world, spec, traj, start, end)
+
+
+def prepare_out(out: Path, force: bool) -> None:
+    if out.exists() and any(out.iterdir()):
+        if not force:
+            raise UserError(None, "--out", str(out), "a run already exists there; pass --force to "
+                            "replace it or choose another --out")
+        if not (out / "run.json").exists():
+            raise UserError(None, "--out", str(out), "is not empty and not a simconform run; "
+                            "refusing to delete it even with --force")
+    if out.exists():
+        shutil.rmtree(out)
+
+
+def git_commit() -> str | None:
+    try:
+        res = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return res.stdout.strip() or None
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class _StopFlag:
+    """Turns SIGINT/SIGTERM into a flag checked between samples."""
+
+    def __init__(self) -> None:
+        self.signal: str | None = None
+        self._old: dict[int, object] = {}
+
+    def __enter__(self) -> _StopFlag:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._old[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread: leave signals alone
+                pass
+        return self
+
+    def _handle(self, signum, _frame) -> None:
+        self.signal = signal.Signals(signum).name
+
+    def __exit__(self, *exc) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+def schedule(spec: Spec, start_ns: int, end_ns: int) -> tuple[np.ndarray, np.ndarray]:
+    """All capture events (t_ns, sensor index; index -1 is the /tf tick) in time order."""
+    times, who = [capture_times(TF_RATE_HZ, start_ns, end_ns)], [None]
+    for i, s in enumerate(spec.sensors.values()):
+        times.append(capture_times(s.rate_hz, start_ns, end_ns))
+        who.append(i)
+    t = np.concatenate(times)
+    idx = np.concatenate([np.full(len(a), -1 if w is None else w) for a, w in zip(times, who)])
+    order = np.lexsort((idx, t))
+    return t[order], idx[order]
+
+
+class SensorRecorder:
+    """Turns one sensor's truth and published samples into its topic's and truth topic's messages."""
+
+    def __init__(self, name: str, spec: Spec, world: World, bag: BagRecorder, gt_dir: Path):
+        self.name = name
+        self.s = spec.sensors[name]
+        self.topic = spec.topic(name)
+        self.frame = spec.frame(name)
+        self.base = spec.base_frame
+        self.bag = bag
+        self.origin = world.origin
+        self.gt = TumWriter(gt_dir / f"{name}.tum")
+        self.mount = Pose.from_xyz_rpy(self.s.mount.xyz, self.s.mount.rpy)
+        self.prev: dict[str, OdomTruth] = {}
+        self.captures = 0
+        self.published = 0
+
+    def topics(self) -> list[tuple[str, str]]:
+        base = self.topic
+        kind = {LidarSpec: messages.POINTCLOUD2, ImuSpec: messages.IMU,
+                GnssSpec: messages.NAVSATFIX, OdomSpec: messages.ODOMETRY}[type(self.s)]
+        return [(base, kind), ("/truth" + base, kind)]
+
+    def record(self, t_ns: int, truth, published, xyz, quat) -> None:
+        self.captures += 1
+        self.gt.write(t_ns, xyz, quat)
+        topic, kind = self.topics()[0]
+        self.bag.push("/truth" + topic, kind, self._msg(truth, t_ns, "truth"), t_ns)
+        if published.sample is not None:
+            self.published += 1
+            self.bag.push(topic, kind, self._msg(published.sample, t_ns, "pub"), published.publish_ns)
+
+    def _msg(self, sample, t_ns: int, which: str):
+        s = self.s
+        if isinstance(sample, LidarTruth):
+            return messages.cloud(sample, t_ns, self.frame)
+        if isinstance(sample, ImuTruth):
+            av = np.square(s.noise.accel.sigma)
+            gv = np.square(s.noise.gyro.sigma)
+            return messages.imu(sample, t_ns, self.frame, av, gv, with_orientation=which == "truth")
+        if isinstance(sample, GnssTruth):
+            o = self.origin
+            lla = pymap3d.enu2geodetic(*sample.enu, o.lat, o.lon, o.alt)
+            return messages.navsat(lla, t_ns, self.frame, np.square(s.noise.position.sigma))
+        if isinstance(sample, OdomTruth):
+            prev = self.prev.get(which)
+            twist = np.zeros(3) if prev is None else se2_increment(prev, sample) * s.rate_hz
+            self.prev[which] = sample
+            var = np.square(s.noise.increment.sigma) * s.rate_hz
+            return messages.odometry(sample, twist, t_ns, "odom", self.base, var)
+        raise TypeError(type(sample).__name__)
+
+    def close(self) -> None:
+        self.gt.close()
+
+
+def run(cfg: RunConfig, progress: bool | None = None) -> RunResult:
+    inp = load_inputs(cfg)
+    backend: SensorBackend = get_backend(cfg.backend)
+    backend.open(inp.world, inp.spec)  # BackendUnavailable surfaces before anything is written
+    try:
+        prepare_out(cfg.out, cfg.force)
+        return _record(cfg, inp, backend, progress)
+    finally:
+        backend.close()
+
+
+def _manifest(cfg: RunConfig, inp: Inputs) -> dict:
+    return {
+        "simconform": __version__,
+        "git_commit": git_commit(),
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "backend": cfg.backend,
+        "seed": cfg.seed,
+        "storage": cfg.storage,
+        "spec": str(cfg.spec),
+        "world": str(cfg.world),
+        "trajectory": str(cfg.trajectory),
+        "spec_sha256": sha256(Path(cfg.spec)),
+        "world_sha256": sha256(Path(cfg.world)),
+        "trajectory_sha256": sha256(Path(cfg.trajectory)),
+        "start_ns": inp.start_ns,
+        "end_ns": inp.end_ns,
+        "tf_rate_hz": TF_RATE_HZ,
+        "spec_content": inp.spec.model_dump(mode="json"),
+        "world_content": inp.world.model_dump(mode="json"),
+        "complete": False,
+        "stopped_by": None,
+    }
+
+
+def _record(cfg: RunConfig, inp: Inputs, backend: SensorBackend, progress: bool | None) -> RunResult:
+    out = cfg.out
+    out.mkdir(parents=True)
+    (out / "gt").mkdir()
+    manifest = _manifest(cfg, inp)
+    write_json_atomic(out / "run.json", manifest)
+
+    spec = inp.spec
+    names = list(spec.sensors)
+    bag = BagRecorder(out / "bag", cfg.storage)
+    recorders = [SensorRecorder(n, spec, inp.world, bag, out / "gt") for n in names]
+    pipelines = [SensorPipeline(n, spec.sensors[n], cfg.seed) for n in names]
+    for rec in recorders:  # fixed connection order keeps the bag byte-identical
+        for topic, kind in rec.topics():
+            bag.connection(topic, kind)
+    bag.connection("/tf", messages.TFMESSAGE)
+    bag.connection("/tf_static", messages.TFMESSAGE, latched=True)
+    ident = Pose.identity()
+    static = [(inp.start_ns, "map", "odom", ident.t, ident.quat())]
+    static += [(inp.start_ns, spec.base_frame, spec.frame(n), r.mount.t, r.mount.quat())
+               for n, r in zip(names, recorders)]
+    bag.push("/tf_static", messages.TFMESSAGE, messages.transforms(static), inp.start_ns)
+    base_gt = TumWriter(out / "gt" / "base_link.tum")
+
+    times, who = schedule(spec, inp.start_ns, inp.end_ns)
+    feeds = [_Feed(backend, n, spec.sensors[n].rate_hz, inp, rec.mount) for n, rec in zip(names, recorders)]
+    tf_feed = _Feed(None, "tf", TF_RATE_HZ, inp, Pose.identity())
+    result = RunResult(out=out, complete=False)
+    bar = _progress(len(times), progress)
+    try:
+        with _StopFlag() as stop:
+            for i, (t, w) in enumerate(zip(times.tolist(), who.tolist())):
+                if stop.signal:
+                    result.stopped_by = stop.signal
+                    break
+                if w < 0:
+                    _, xyz, q = tf_feed.next(t)
+                    tf = messages.transforms([(t, "odom", spec.base_frame, xyz, q)])
+                    bag.push("/tf", messages.TFMESSAGE, tf, t)
+                    base_gt.write(t, xyz, q)
+                else:
+                    truth, xyz, q = feeds[w].next(t)
+                    published = pipelines[w].process(truth, t)
+                    recorders[w].record(t, truth, published, xyz, q)
+                bag.advance(t)
+                if bar is not None and i % 200 == 0:
+                    bar.update(i)
+            else:
+                result.complete = True
+    finally:
+        bag.close()
+        base_gt.close()
+        for rec in recorders:
+            rec.close()
+        if bar is not None:
+            bar.close()
+        result.captures = {r.name: r.captures for r in recorders}
+        result.published = {r.name: r.published for r in recorders}
+        manifest.update(complete=result.complete, stopped_by=result.stopped_by,
+                        captures=result.captures, published=result.published)
+        write_json_atomic(out / "run.json", manifest)
+    return result
+
+
+class _Feed:
+    """One sensor's captures in order: truth from the backend in batches of about one second of
+    simulation time (so backends can vectorise), and the sensor's ground-truth pose."""
+
+    def __init__(self, backend, name: str, rate_hz: float, inp: Inputs, mount: Pose) -> None:
+        self.backend, self.name, self.traj = backend, name, inp.trajectory
+        self.times = capture_times(rate_hz, inp.start_ns, inp.end_ns)
+        self.batch = max(1, int(rate_hz))
+        self.mount = mount
+        self.k = 0
+        self.buffer: list = []
+        self.buf_xyz = self.buf_q = np.zeros((0, 3))
+        self.j = 0
+
+    def next(self, t_ns: int):
+        if self.j >= len(self.buffer):
+            chunk = self.times[self.k : self.k + self.batch]
+            self.k += len(chunk)
+            poses = self.traj.pose_at(chunk).compose(self.mount)
+            self.buf_xyz, self.buf_q = poses.t, poses.quat()
+            self.buffer = (self.backend.capture_batch(self.name, chunk, self.traj)
+                           if self.backend is not None else [None] * len(chunk))
+            self.j = 0
+        if int(self.times[self.k - len(self.buffer) + self.j]) != t_ns:
+            raise RuntimeError(f"{self.name}: capture schedule out of step at {t_ns} ns")
+        j = self.j
+        self.j += 1
+        return self.buffer[j], self.buf_xyz[j], self.buf_q[j]
+
+
+class _Bar:
+    def __init__(self, total: int) -> None:
+        from rich.progress import BarColumn, Progress, TimeRemainingColumn
+
+        self.p = Progress("[progress.description]{task.description}", BarColumn(),
+                          "{task.percentage:>3.0f}%", TimeRemainingColumn(), transient=True)
+        self.p.start()
+        self.task = self.p.add_task("capturing", total=total)
+
+    def update(self, done: int) -> None:
+        self.p.update(self.task, completed=done)
+
+    def close(self) -> None:
+        self.p.stop()
+
+
+def _progress(total: int, enabled: bool | None) -> _Bar | None:
+    if enabled is None:
+        enabled = sys.stderr.isatty()
+    return _Bar(total) if enabled else None

@@ -1,0 +1,233 @@
+"""Sensor specs (sensors_spec/*.yaml): geometry, rate, mount, error model and tolerances.
+
+One file describes a vehicle's whole sensor set. Every field is validated and unknown keys are
+rejected, so a typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+
+from simconform.errors import load_yaml, validate
+
+Vec3 = tuple[float, float, float]
+NonNeg = Annotated[float, Field(ge=0)]
+Prob = Annotated[float, Field(ge=0, lt=1)]
+Rate = Annotated[float, Field(gt=0, le=10000)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Mount(Strict):
+    """Sensor frame in base_link: xyz (m) and roll pitch yaw (rad, fixed axes, as URDF)."""
+
+    xyz: Vec3 = (0.0, 0.0, 0.0)
+    rpy: Vec3 = (0.0, 0.0, 0.0)
+
+
+class ScalarNoise(Strict):
+    bias: float = 0.0
+    sigma: NonNeg = 0.0
+
+
+class AxisNoise(Strict):
+    """Per-axis noise: bias, white Gaussian sigma and (IMU) bias random walk per sqrt(s)."""
+
+    bias: Vec3 = (0.0, 0.0, 0.0)
+    sigma: tuple[NonNeg, NonNeg, NonNeg] = (0.0, 0.0, 0.0)
+    bias_walk: tuple[NonNeg, NonNeg, NonNeg] = (0.0, 0.0, 0.0)
+
+
+class Dropout(Strict):
+    sample: Prob = 0.0  # whole sample not published (its truth is still recorded)
+    point: Prob = 0.0  # lidar only: per-point return lost (NaN in the organized cloud)
+
+
+class Latency(Strict):
+    """Publish time = capture time + fixed + jitter, jitter ~ N(0, sigma) truncated to +-k sigma."""
+
+    fixed_ms: Annotated[float, Field(ge=0, le=60000)] = 0.0
+    jitter_ms: Annotated[float, Field(ge=0, le=10000)] = 0.0
+    jitter_truncation: Annotated[float, Field(gt=0, le=10)] = 3.0
+
+    @model_validator(mode="after")
+    def _causal(self) -> Latency:
+        if self.jitter_ms * self.jitter_truncation > self.fixed_ms:
+            raise ValueError(
+                f"jitter_ms * jitter_truncation ({self.jitter_ms * self.jitter_truncation:g}) must "
+                f"not exceed fixed_ms ({self.fixed_ms:g}): a sample cannot be published before it "
+                "is captured"
+            )
+        return self
+
+
+class Tolerances(Strict):
+    """Acceptance bands. Defaults follow the issue: sigma 10 %, dropout 2 points, latency
+    20 % or 1 ms (the larger), rate 2 %; bias within 10 % of sigma (or `bias_abs`)."""
+
+    sigma_rel: Annotated[float, Field(gt=0, le=10)] = 0.10
+    bias_abs: NonNeg | None = None
+    bias_sigma_rel: Annotated[float, Field(gt=0, le=10)] = 0.10
+    dropout_abs: Annotated[float, Field(gt=0, le=1)] = 0.02
+    latency_rel: Annotated[float, Field(gt=0, le=10)] = 0.20
+    latency_abs_ms: Annotated[float, Field(gt=0, le=60000)] = 1.0
+    rate_rel: Annotated[float, Field(gt=0, le=1)] = 0.02
+    walk_rel: Annotated[float, Field(gt=0, le=10)] = 0.25
+
+
+class _Sensor(Strict):
+    rate_hz: Rate
+    topic: str | None = None
+    frame_id: str | None = None
+    mount: Mount = Mount()
+    dropout: Dropout = Dropout()
+    latency: Latency = Latency()
+    tolerances: Tolerances = Tolerances()
+
+
+class Rings(Strict):
+    """Vertical beam layout: explicit angles, or count evenly spread over fov_deg."""
+
+    angles_deg: list[Annotated[float, Field(ge=-90, le=90)]] | None = None
+    count: Annotated[int, Field(ge=1, le=512)] | None = None
+    fov_deg: tuple[
+        Annotated[float, Field(ge=-90, le=90)], Annotated[float, Field(ge=-90, le=90)]
+    ] = (-15.0, 15.0)
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Rings:
+        if (self.angles_deg is None) == (self.count is None):
+            raise ValueError("give either angles_deg or count (with fov_deg), not both or neither")
+        if self.angles_deg is not None and len(self.angles_deg) == 0:
+            raise ValueError("angles_deg must list at least one angle")
+        if self.count is not None and self.count > 1 and not self.fov_deg[0] < self.fov_deg[1]:
+            raise ValueError("fov_deg must be [lower, upper] with lower < upper")
+        return self
+
+    def elevations(self) -> np.ndarray:
+        """Ring elevations in rad, ring 0 the lowest beam (Velodyne ring numbering)."""
+        if self.angles_deg is not None:
+            return np.sort(np.deg2rad(np.asarray(self.angles_deg, dtype=float)))
+        if self.count == 1:
+            return np.deg2rad(np.array([0.5 * (self.fov_deg[0] + self.fov_deg[1])]))
+        return np.deg2rad(np.linspace(self.fov_deg[0], self.fov_deg[1], self.count))
+
+
+class RangeLimits(Strict):
+    min: Annotated[float, Field(ge=0, le=1e4)] = 0.3
+    max: Annotated[float, Field(gt=0, le=1e4)] = 100.0
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RangeLimits:
+        if not self.min < self.max:
+            raise ValueError(f"min ({self.min:g}) must be below max ({self.max:g})")
+        return self
+
+
+class LidarNoise(Strict):
+    range: ScalarNoise = ScalarNoise()
+
+
+class LidarSpec(_Sensor):
+    """Rotating 3D lidar. Column c looks at azimuth 2*pi*c/columns (counter-clockwise from x)
+    and, with a rolling shutter, is captured at c / (columns * rate_hz) after sweep start."""
+
+    type: Literal["lidar"]
+    rings: Rings
+    columns: Annotated[int, Field(ge=1, le=100000)]
+    range: RangeLimits = RangeLimits()
+    shutter: Literal["global", "rolling"] = "rolling"
+    noise: LidarNoise = LidarNoise()
+
+    def column_offsets_s(self) -> np.ndarray:
+        if self.shutter == "global":
+            return np.zeros(self.columns)
+        return np.arange(self.columns) / (self.columns * self.rate_hz)
+
+    def directions(self) -> np.ndarray:
+        """Unit ray directions (rings, columns, 3) in the sensor frame."""
+        el = self.rings.elevations()[:, None]
+        az = (2 * np.pi * np.arange(self.columns) / self.columns)[None, :]
+        ce = np.cos(el)
+        return np.stack(np.broadcast_arrays(ce * np.cos(az), ce * np.sin(az), np.sin(el)), axis=-1)
+
+
+class ImuNoise(Strict):
+    accel: AxisNoise = AxisNoise()  # m/s^2, walk in m/s^2/sqrt(s)
+    gyro: AxisNoise = AxisNoise()  # rad/s, walk in rad/s/sqrt(s)
+
+
+class ImuSpec(_Sensor):
+    type: Literal["imu"]
+    gravity: Annotated[float, Field(ge=0, le=30)] = 9.80665
+    noise: ImuNoise = ImuNoise()
+
+
+class GnssNoise(Strict):
+    position: AxisNoise = AxisNoise()  # per ENU axis, m
+
+
+class GnssSpec(_Sensor):
+    type: Literal["gnss"]
+    noise: GnssNoise = GnssNoise()
+
+
+class OdomNoise(Strict):
+    """Noise on each capture-to-capture increment, in the previous base_link frame:
+    (dx m, dy m, dyaw rad)."""
+
+    increment: AxisNoise = AxisNoise()
+
+
+class OdomSpec(_Sensor):
+    type: Literal["odom"]
+    noise: OdomNoise = OdomNoise()
+
+
+SensorSpec = Annotated[LidarSpec | ImuSpec | GnssSpec | OdomSpec, Field(discriminator="type")]
+
+DEFAULT_TOPICS = {"lidar": "/lidar/points", "imu": "/imu", "gnss": "/gps/fix", "odom": "/odom"}
+
+
+class Spec(Strict):
+    name: str
+    base_frame: str = "base_link"
+    sensors: dict[
+        Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_]*$")], SensorSpec
+    ] = Field(min_length=1)
+
+    _source: Path | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _unique_topics(self) -> Spec:
+        seen: dict[str, str] = {}
+        for name in self.sensors:
+            topic = self.topic(name)
+            if topic in seen:
+                raise ValueError(f"sensors {seen[topic]} and {name} both publish on {topic}")
+            seen[topic] = name
+        return self
+
+    @property
+    def source(self) -> Path | None:
+        return self._source
+
+    def topic(self, name: str) -> str:
+        s = self.sensors[name]
+        return s.topic or DEFAULT_TOPICS[s.type]
+
+    def frame(self, name: str) -> str:
+        return self.sensors[name].frame_id or f"{name}_link"
+
+
+def load_spec(path: str | Path) -> Spec:
+    path = Path(path)
+    spec: Spec = validate(Spec, load_yaml(path), path)
+    spec._source = path.resolve()
+    return spec

@@ -1,0 +1,145 @@
+"""World files (worlds/*.yaml): analytic primitives and triangle meshes, in the map frame (ENU).
+
+The map frame's origin is anchored to WGS84 by `origin`, which GNSS truth and the Gazebo
+`<spherical_coordinates>` both use.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+
+from simconform.errors import UserError, load_yaml, validate
+
+Vec3 = tuple[float, float, float]
+Color = tuple[
+    Annotated[float, Field(ge=0, le=1)],
+    Annotated[float, Field(ge=0, le=1)],
+    Annotated[float, Field(ge=0, le=1)],
+]
+Positive = Annotated[float, Field(gt=0, le=1e5)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Origin(Strict):
+    lat: float = Field(ge=-90, le=90, description="WGS84 latitude of the map origin, deg")
+    lon: float = Field(ge=-180, le=180, description="WGS84 longitude of the map origin, deg")
+    alt: float = Field(ge=-1000, le=10000, description="height above the WGS84 ellipsoid, m")
+
+
+class Light(Strict):
+    direction: Vec3 = (-0.4, -0.3, -1.0)
+    ambient: float = Field(0.3, ge=0, le=1)
+    diffuse: float = Field(0.7, ge=0, le=1)
+
+
+class _Primitive(Strict):
+    name: str | None = None
+    color: Color = (0.6, 0.6, 0.6)
+    reflectivity: float = Field(0.5, ge=0, le=1, description="lidar intensity scale")
+
+
+class Plane(_Primitive):
+    """Infinite plane through `point` with unit normal `normal` (normalised on load)."""
+
+    type: Literal["plane"]
+    point: Vec3 = (0.0, 0.0, 0.0)
+    normal: Vec3 = (0.0, 0.0, 1.0)
+
+    @field_validator("normal")
+    @classmethod
+    def _nonzero(cls, v: Vec3) -> Vec3:
+        n = np.linalg.norm(v)
+        if not n > 1e-9:
+            raise ValueError("normal must be a non-zero vector")
+        return tuple(float(x / n) for x in v)
+
+
+class Box(_Primitive):
+    type: Literal["box"]
+    center: Vec3
+    size: tuple[Positive, Positive, Positive]
+    rpy: Vec3 = (0.0, 0.0, 0.0)
+
+
+class Cylinder(_Primitive):
+    """Capped cylinder; its axis is the local z axis, rotated by rpy."""
+
+    type: Literal["cylinder"]
+    center: Vec3
+    radius: Positive
+    length: Positive
+    rpy: Vec3 = (0.0, 0.0, 0.0)
+
+
+class Sphere(_Primitive):
+    type: Literal["sphere"]
+    center: Vec3
+    radius: Positive
+
+
+class Mesh(_Primitive):
+    """Triangle mesh (OBJ, STL, PLY through trimesh), path relative to the world file."""
+
+    type: Literal["mesh"]
+    file: str
+    position: Vec3 = (0.0, 0.0, 0.0)
+    rpy: Vec3 = (0.0, 0.0, 0.0)
+    scale: Positive = 1.0
+
+
+Primitive = Annotated[Plane | Box | Cylinder | Sphere | Mesh, Field(discriminator="type")]
+
+
+class World(Strict):
+    name: str
+    origin: Origin
+    sky_color: Color = (0.55, 0.7, 0.9)
+    light: Light = Light()
+    objects: list[Primitive] = Field(min_length=1)
+
+    _source: Path | None = PrivateAttr(default=None)
+    _meshes: dict[int, np.ndarray] = PrivateAttr(default_factory=dict)
+
+    @property
+    def source(self) -> Path | None:
+        return self._source
+
+    def mesh_triangles(self, index: int) -> np.ndarray:
+        """Triangles (M, 3, 3) of object `index` in the map frame, loaded once."""
+        return self._meshes[index]
+
+
+def load_world(path: str | Path) -> World:
+    path = Path(path)
+    world: World = validate(World, load_yaml(path), path)
+    world._source = path.resolve()
+    for i, obj in enumerate(world.objects):
+        if isinstance(obj, Mesh):
+            world._meshes[i] = _load_mesh(path, i, obj)
+    return world
+
+
+def _load_mesh(world_path: Path, index: int, obj: Mesh) -> np.ndarray:
+    import trimesh
+    from scipy.spatial.transform import Rotation
+
+    mesh_path = (world_path.parent / obj.file).resolve()
+    field = f"objects.{index}.file"
+    if not mesh_path.is_file():
+        raise UserError(world_path, field, obj.file, "expected a mesh file relative to the world")
+    try:
+        mesh = trimesh.load(mesh_path, force="mesh")
+    except Exception as exc:  # trimesh raises many types for unreadable files
+        raise UserError(world_path, field, obj.file, f"expected a readable mesh ({exc})") from None
+    if len(mesh.faces) == 0:
+        raise UserError(world_path, field, obj.file, "expected a mesh with at least one triangle")
+    tri = np.asarray(mesh.triangles, dtype=float) * obj.scale
+    rot = Rotation.from_euler("xyz", obj.rpy)
+    return rot.apply(tri.reshape(-1, 3)).reshape(-1, 3, 3) + np.asarray(obj.position)

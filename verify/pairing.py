@@ -1,0 +1,94 @@
+"""Read a run's bag and pair each published sample with its truth by (sensor, capture stamp).
+
+The bag is read once in log-time order. A truth message is always logged at its capture time,
+before the published copy (log time = capture + latency), so pending truths are held by stamp
+until their published copy arrives; those never matched are the dropped samples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from rosbags.highlevel import AnyReader
+
+from simconform.errors import UserError
+from simconform.messages import TYPESTORE, stamp_ns
+
+
+@dataclass
+class Pair:
+    stamp_ns: int
+    log_ns: int
+    truth: object
+    published: object
+
+
+@dataclass
+class Unpaired:
+    """A truth sample whose published copy never came (sample dropout)."""
+
+    stamp_ns: int
+    truth: object
+
+
+@dataclass
+class BagSummary:
+    readable_until_ns: int | None = None
+    truncated: str | None = None
+    messages: int = 0
+
+
+def stream_pairs(
+    bag: Path, topics: dict[str, str], decode: dict[str, Callable[[object], object]],
+    summary: BagSummary,
+) -> Iterator[tuple[str, Pair | Unpaired]]:
+    """Yield (sensor, Pair) as matches arrive, then (sensor, Unpaired) for every leftover truth.
+
+    topics maps published topic -> sensor name; truth topics are '/truth' + topic. `decode`
+    turns a deserialized message into the compact form the sensor's accumulator wants.
+    """
+    wanted = set(topics) | {"/truth" + t for t in topics}
+    pending: dict[str, dict[int, object]] = {s: {} for s in topics.values()}
+    try:
+        reader = AnyReader([bag], default_typestore=TYPESTORE)
+        reader.open()
+    except Exception as exc:  # rosbags raises several types for unreadable bags
+        raise UserError(bag, "bag", str(bag), f"expected a readable rosbag2 directory ({exc})") from None
+    try:
+        present = {c.topic for c in reader.connections}
+        missing = sorted(wanted - present)
+        if missing:
+            raise UserError(bag, "topics", missing[0], f"expected the topic in the bag (has: "
+                            f"{', '.join(sorted(present))})")
+        conns = [c for c in reader.connections if c.topic in wanted]
+        it = reader.messages(connections=conns)
+        while True:
+            try:
+                conn, log_ns, raw = next(it)
+            except StopIteration:
+                break
+            except Exception as exc:  # a bag cut off mid-write: keep what was readable
+                summary.truncated = f"{type(exc).__name__}: {exc}"
+                break
+            summary.messages += 1
+            summary.readable_until_ns = log_ns
+            msg = reader.deserialize(raw, conn.msgtype)
+            truth = conn.topic.startswith("/truth/")
+            topic = conn.topic[len("/truth"):] if truth else conn.topic
+            sensor = topics[topic]
+            st = stamp_ns(msg.header)
+            value = decode[sensor](msg)
+            if truth:
+                pending[sensor][st] = value
+            elif st in pending[sensor]:
+                yield sensor, Pair(st, log_ns, pending[sensor].pop(st), value)
+            else:
+                raise UserError(bag, conn.topic, st, "published sample has no truth sample with "
+                                "the same header.stamp (expected one per capture)")
+    finally:
+        reader.close()
+    for sensor, left in pending.items():
+        for st in sorted(left):
+            yield sensor, Unpaired(st, left[st])

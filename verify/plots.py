@@ -1,0 +1,96 @@
+"""PNG plots: error histograms with the configured Gaussian overlaid, and a conformance chart of
+every metric's confidence interval against its tolerance band."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+MAX_HIST = 200_000
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def histogram(path: Path, sensor: str, fields: dict[str, dict]) -> Path:
+    plt = _plt()
+    n = len(fields)
+    cols = min(3, n)
+    rows = int(np.ceil(n / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)
+    rng = np.random.default_rng(0)
+    for ax, (name, f) in zip(axes.flat, fields.items()):
+        e = np.asarray(f["errors"], dtype=float)
+        if len(e) > MAX_HIST:
+            e = rng.choice(e, MAX_HIST, replace=False)
+        if len(e) == 0:
+            ax.set_title(f"{name}: no samples")
+            continue
+        ax.hist(e, bins=80, density=True, color="#8fb8de", label="measured")
+        if f["sigma"] > 0:
+            x = np.linspace(e.min(), e.max(), 400)
+            s, b = f["sigma"], f["bias"]
+            ax.plot(x, np.exp(-0.5 * ((x - b) / s) ** 2) / (s * np.sqrt(2 * np.pi)), "k-", lw=1.5,
+                    label=f"configured N({b:g}, {s:g}²)")
+        ax.set_title(f"{sensor}: {name} error")
+        ax.set_xlabel(f["unit"])
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def conformance(path: Path, report: dict) -> Path | None:
+    """Each metric's CI mapped onto its tolerance band: -1 and +1 are the band's edges."""
+    plt = _plt()
+    items = []
+    for sname, s in report["sensors"].items():
+        for mname, m in s["metrics"].items():
+            if "ci" not in m or m["measured"] is None or m["ci"][0] is None:
+                continue
+            lo, hi = m["tolerance"]
+            mid, half = (lo + hi) / 2, (hi - lo) / 2
+            if not half > 0:
+                continue
+            norm = [(v - mid) / half for v in (m["measured"], *m["ci"])]
+            items.append((f"{sname}.{mname}", norm, m["verdict"]))
+    if not items:
+        return None
+    colour = {"pass": "#1a7f37", "fail": "#cf222e", "inconclusive": "#9a6700"}
+    fig, ax = plt.subplots(figsize=(8, 0.22 * len(items) + 1.2))
+    for i, (label, (v, lo, hi), verdict) in enumerate(items):
+        c = colour.get(verdict, "grey")
+        ax.plot([max(lo, -3), min(hi, 3)], [i, i], "-", color=c, lw=3)
+        ax.plot([np.clip(v, -3, 3)], [i], "o", color=c, ms=3)
+    ax.axvspan(-1, 1, color="#dafbe1", zorder=0)
+    ax.axvline(0, color="k", lw=0.5)
+    ax.set_yticks(range(len(items)), [x[0] for x in items], fontsize=7)
+    ax.set_xlim(-3, 3)
+    ax.invert_yaxis()
+    ax.set_xlabel("(measured - configured) / tolerance half-width; CI as bar (clipped at ±3)")
+    ax.set_title("configured vs measured")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def write_plots(out: Path, report: dict, samples: dict[str, dict]) -> list[Path]:
+    paths = []
+    for sensor, fields in samples.items():
+        if fields:
+            paths.append(histogram(out / f"{sensor}_errors.png", sensor, fields))
+    chart = conformance(out / "conformance.png", report)
+    if chart is not None:
+        paths.append(chart)
+    return paths

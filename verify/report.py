@@ -1,0 +1,129 @@
+"""Report writers: report.md, report.json, report.html and junit.xml (one test case per metric)."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+SYMBOL = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE", "not_applicable": "n/a"}
+
+
+def fmt(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        if v == 0:
+            return "0"
+        a = abs(v)
+        return f"{v:.4g}" if 1e-3 <= a < 1e5 else f"{v:.3e}"
+    return str(v)
+
+
+def rows(report: dict):
+    """(sensor, metric, configured, measured, ci, tolerance, verdict, unit, note) per metric."""
+    for sname, sensor in report["sensors"].items():
+        for mname, m in sensor["metrics"].items():
+            if m["verdict"] == "not_applicable":
+                yield sname, mname, "-", "-", "-", "-", m["verdict"], m.get("unit", ""), m["reason"]
+                continue
+            if "p_value" in m:
+                note = f"p = {fmt(m['p_value'])} (fails below {fmt(m['alpha'])})"
+                yield sname, mname, "normal", fmt(m["measured"]), "-", "-", m["verdict"], "A2", note
+                continue
+            ci = f"[{fmt(m['ci'][0])}, {fmt(m['ci'][1])}]"
+            tol = f"[{fmt(m['tolerance'][0])}, {fmt(m['tolerance'][1])}]"
+            yield (sname, mname, fmt(m["configured"]), fmt(m["measured"]), ci, tol, m["verdict"],
+                   m["unit"], f"n = {m['n']}")
+
+
+def header_lines(report: dict) -> list[str]:
+    r = report["run"]
+    lines = [
+        f"backend `{r['backend']}`, seed {r['seed']}, {r['duration_s']:g} s simulated, "
+        f"confidence {report['confidence']:g}",
+        f"spec `{r['spec']}`, world `{r['world']}`, trajectory `{r['trajectory']}`",
+    ]
+    if not r["complete"]:
+        why = r.get("stopped_by") or r.get("bag_truncated") or "not finished"
+        lines.append(f"**Incomplete run** ({why}): verified up to the last recorded message.")
+    return lines
+
+
+def markdown(report: dict, plots: list[str]) -> str:
+    out = [f"# simconform report: {SYMBOL[report['verdict']]}", ""]
+    out += [f"- {line}" for line in header_lines(report)]
+    out += ["", "pass: the whole confidence interval lies inside the tolerance; fail: it lies "
+            "wholly outside; inconclusive: it straddles a bound (more data needed).", ""]
+    out.append("| sensor | metric | configured | measured | CI | tolerance | unit | verdict | note |")
+    out.append("|---|---|---|---|---|---|---|---|---|")
+    for s, m, c, me, ci, tol, v, unit, note in rows(report):
+        out.append(f"| {s} | {m} | {c} | {me} | {ci} | {tol} | {unit} | {SYMBOL[v]} | {note} |")
+    out.append("")
+    for p in plots:
+        out.append(f"![{p}]({p})")
+    return "\n".join(out) + "\n"
+
+
+def html_page(report: dict, plots: list[str]) -> str:
+    colour = {"pass": "#1a7f37", "fail": "#cf222e", "inconclusive": "#9a6700",
+              "not_applicable": "#57606a"}
+    cells = []
+    for s, m, c, me, ci, tol, v, unit, note in rows(report):
+        vals = "".join(f"<td>{html.escape(str(x))}</td>" for x in (s, m, c, me, ci, tol, unit))
+        cells.append(f"<tr>{vals}<td style='color:{colour[v]};font-weight:bold'>{SYMBOL[v]}</td>"
+                     f"<td>{html.escape(note)}</td></tr>")
+    head = "".join(f"<li>{html.escape(x)}</li>" for x in header_lines(report))
+    imgs = "".join(f"<figure><img src='{html.escape(p)}' style='max-width:100%'></figure>" for p in plots)
+    v = report["verdict"]
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>simconform report</title>
+<style>body{{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}}
+table{{border-collapse:collapse}}td,th{{border:1px solid #d0d7de;padding:3px 8px;font-size:14px}}
+th{{background:#f6f8fa}}</style></head><body>
+<h1>simconform report: <span style="color:{colour[v]}">{SYMBOL[v]}</span></h1>
+<ul>{head}</ul>
+<table><tr><th>sensor</th><th>metric</th><th>configured</th><th>measured</th><th>CI</th>
+<th>tolerance</th><th>unit</th><th>verdict</th><th>note</th></tr>{''.join(cells)}</table>
+{imgs}
+</body></html>
+"""
+
+
+def junit(report: dict) -> str:
+    suites = ET.Element("testsuites", name="simconform")
+    for sname, sensor in report["sensors"].items():
+        cases = sensor["metrics"]
+        failures = sum(m["verdict"] in ("fail", "inconclusive") for m in cases.values())
+        skipped = sum(m["verdict"] == "not_applicable" for m in cases.values())
+        suite = ET.SubElement(suites, "testsuite", name=f"simconform.{sname}", tests=str(len(cases)),
+                              failures=str(failures), errors="0", skipped=str(skipped))
+        for mname, m in cases.items():
+            case = ET.SubElement(suite, "testcase", classname=f"simconform.{sname}", name=mname)
+            if m["verdict"] == "not_applicable":
+                ET.SubElement(case, "skipped", message=m["reason"])
+            elif m["verdict"] in ("fail", "inconclusive"):
+                msg = (f"{m['verdict']}: measured {fmt(m.get('measured'))}"
+                       + (f", ci {m['ci']}, tolerance {m['tolerance']}" if "ci" in m else
+                          f", p = {fmt(m.get('p_value'))}"))
+                ET.SubElement(case, "failure", message=msg, type=m["verdict"])
+    ET.indent(suites)
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def write_reports(out: Path, report: dict, samples: dict) -> list[Path]:
+    from simconform.verify.plots import write_plots
+
+    out.mkdir(parents=True, exist_ok=True)
+    plots = write_plots(out, report, samples)
+    names = [p.name for p in plots]
+    files = {
+        "report.json": json.dumps(report, indent=2) + "\n",
+        "report.md": markdown(report, names),
+        "report.html": html_page(report, names),
+        "junit.xml": junit(report),
+    }
+    for name, text in files.items():
+        (out / name).write_text(text)
+    return [out / n for n in files] + plots

@@ -1,0 +1,53 @@
+"""What each metric should measure (from the spec) and the band it must fall in (tolerances)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simconform.spec import Latency, Tolerances
+
+
+def sigma_band(sigma: float, tol: Tolerances) -> tuple[float, float]:
+    return (sigma * (1 - tol.sigma_rel), sigma * (1 + tol.sigma_rel))
+
+
+def bias_band(bias: float, sigma: float, tol: Tolerances) -> tuple[float, float]:
+    half = tol.bias_abs if tol.bias_abs is not None else tol.bias_sigma_rel * sigma
+    half = max(half, 1e-12 * max(1.0, abs(bias)))  # sigma 0 and bias 0: numerically exact only
+    return (bias - half, bias + half)
+
+
+def relative_band(value: float, rel: float) -> tuple[float, float]:
+    return (value * (1 - rel), value * (1 + rel))
+
+
+def dropout_band(p: float, tol: Tolerances) -> tuple[float, float]:
+    return (max(0.0, p - tol.dropout_abs), min(1.0, p + tol.dropout_abs))
+
+
+def latency_band(expected_ms: float, tol: Tolerances) -> tuple[float, float]:
+    half = max(tol.latency_rel * expected_ms, tol.latency_abs_ms)
+    return (expected_ms - half, expected_ms + half)
+
+
+def latency_quantile_ms(lat: Latency, q: float) -> float:
+    """Quantile of fixed + N(0, jitter) truncated to +-k jitter, in ms."""
+    if lat.jitter_ms == 0:
+        return lat.fixed_ms
+    from scipy.stats import truncnorm
+
+    k = lat.jitter_truncation
+    return float(lat.fixed_ms + lat.jitter_ms * truncnorm.ppf(q, -k, k))
+
+
+def latency_max_ms(lat: Latency) -> float:
+    return lat.fixed_ms + lat.jitter_ms * lat.jitter_truncation
+
+
+def expected_rate(rate_hz: float, sample_dropout: float) -> float:
+    return rate_hz * (1.0 - sample_dropout)
+
+
+def rmse_expected(bias: float, sigma: float, walk: float = 0.0, duration_s: float = 0.0) -> float:
+    """RMS error expected from bias, white sigma and a walk averaged over the run (w^2 ~ t)."""
+    return float(np.sqrt(bias**2 + sigma**2 + walk**2 * duration_s / 2.0))

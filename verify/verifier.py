@@ -1,0 +1,105 @@
+"""Verify a recorded run: read run.json and the bag, compute metrics, write DIR/report/."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from simconform.errors import UserError, from_validation
+from simconform.spec import Spec
+from simconform.verify.metrics import make_accumulator
+from simconform.verify.pairing import BagSummary, Pair, stream_pairs
+from simconform.world import Origin
+
+VERDICT_ORDER = ("fail", "inconclusive", "pass")
+
+
+def load_manifest(run_dir: Path) -> dict:
+    path = run_dir / "run.json"
+    if not path.is_file():
+        raise UserError(run_dir, "run.json", str(path), "expected a simconform run folder "
+                        "(made by `simconform run`) with run.json and bag/")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise UserError(path, f"line {exc.lineno}", exc.msg, "expected valid JSON") from None
+    for key in ("spec_content", "world_content", "start_ns", "end_ns", "backend", "seed"):
+        if key not in data:
+            raise UserError(path, key, None, "expected the key written by `simconform run`")
+    return data
+
+
+def verify_run(run_dir: Path, level: float = 0.95, write: bool = True) -> dict:
+    run_dir = Path(run_dir)
+    if not 0.5 <= level < 1:
+        raise UserError(None, "--confidence", level, "expected a level in [0.5, 1)")
+    manifest = load_manifest(run_dir)
+    try:
+        spec = Spec.model_validate(manifest["spec_content"])
+        origin = Origin.model_validate(manifest["world_content"]["origin"])
+    except ValidationError as err:
+        raise from_validation(run_dir / "run.json", err) from None
+    duration_s = (manifest["end_ns"] - manifest["start_ns"]) / 1e9
+    accs = {n: make_accumulator(n, s, level, duration_s, origin) for n, s in spec.sensors.items()}
+    topics = {spec.topic(n): n for n in spec.sensors}
+    decode = {n: type(a).decode for n, a in accs.items()}
+    summary = BagSummary()
+    for sensor, item in stream_pairs(run_dir / "bag", topics, decode, summary):
+        try:
+            accs[sensor].add(item)
+        except ValueError as exc:
+            raise UserError(run_dir / "bag", spec.topic(sensor), getattr(item, "stamp_ns", None),
+                            str(exc)) from None
+    sensors = {}
+    for name, acc in accs.items():
+        sensors[name] = {"type": spec.sensors[name].type, "topic": spec.topic(name),
+                         "captures": len(acc.truth_stamps), "published": len(acc.pub_stamps),
+                         "metrics": acc.metrics()}
+    _normality_verdicts(sensors, level)
+    report = {
+        "run": {
+            "backend": manifest["backend"],
+            "seed": manifest["seed"],
+            "complete": bool(manifest.get("complete", False)) and summary.truncated is None,
+            "stopped_by": manifest.get("stopped_by"),
+            "bag_truncated": summary.truncated,
+            "spec": manifest.get("spec"),
+            "world": manifest.get("world"),
+            "trajectory": manifest.get("trajectory"),
+            "duration_s": duration_s,
+            "simconform": manifest.get("simconform"),
+            "git_commit": manifest.get("git_commit"),
+        },
+        "confidence": level,
+        "sensors": sensors,
+        "verdict": overall(sensors),
+    }
+    if write:
+        from simconform.verify.report import write_reports
+
+        write_reports(run_dir / "report", report, {n: a.samples for n, a in accs.items()})
+    return report
+
+
+def _normality_verdicts(sensors: dict, level: float) -> None:
+    """Family-wise (Bonferroni) level over all normality checks of the report, so that a
+    correct run of many sensors and axes is not failed by chance."""
+    checks = [m for s in sensors.values() for m in s["metrics"].values() if m.get("verdict") == "pending"]
+    alpha = (1 - level) / max(1, len(checks))
+    for m in checks:
+        m["verdict"] = "pass" if (m["p_value"] is not None and m["p_value"] >= alpha) else "fail"
+        m["alpha"] = alpha
+        m.pop("field", None)
+
+
+def overall(sensors: dict) -> str:
+    verdicts = {m["verdict"] for s in sensors.values() for m in s["metrics"].values()}
+    for v in VERDICT_ORDER:
+        if v in verdicts:
+            return v
+    return "not_applicable"
+
+
+__all__ = ["Pair", "verify_run"]
