@@ -31,15 +31,18 @@ INTERRUPT_CODES = {"SIGINT": 130, "SIGTERM": 143}
 def print_table(report: dict, console: Console | None = None) -> None:
     from simconform.verify.report import SYMBOL, rows
 
-    console = console or Console(highlight=False)
+    if console is None:
+        console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
     r = report["run"]
     title = (f"simconform: {r['backend']} backend, seed {r['seed']}, {r['duration_s']:g} s"
              + ("" if r["complete"] else "  [yellow](incomplete run)[/]"))
     table = Table(title=title, show_lines=False)
-    for col in ("sensor", "metric", "configured", "measured", "CI", "tolerance", "unit", "verdict"):
-        table.add_column(col, justify="right" if col in ("configured", "measured") else "left")
+    for col in ("sensor", "metric", "configured", "measured", "CI", "tolerance", "verdict"):
+        table.add_column(col, justify="right" if col in ("configured", "measured") else "left",
+                         no_wrap=col in ("sensor", "metric", "verdict"))
     for s, m, c, me, ci, tol, v, unit, _note in rows(report):
-        table.add_row(s, m, c, me, ci, tol, unit, f"[{STYLE[v]}]{SYMBOL[v]}[/]")
+        label = f"{m} [{unit}]" if unit and unit != "1" else m
+        table.add_row(s, label, c, me, ci, tol, f"[{STYLE[v]}]{SYMBOL[v]}[/]")
     console.print(table)
     v = report["verdict"]
     console.print(f"verdict: [{STYLE[v]}]{SYMBOL[v]}[/]")
@@ -104,12 +107,10 @@ def main() -> None:
     from simconform.adapters.base import BackendUnavailable
 
     try:
-        app(standalone_mode=False)
-    except UserError as exc:
-        err.print(f"simconform: error: {exc}", markup=False)
-        sys.exit(2)
-    except BackendUnavailable as exc:
-        err.print(f"simconform: error: {exc}", markup=False)
+        code = app(standalone_mode=False)  # click returns the Exit code in this mode
+    except (UserError, BackendUnavailable) as exc:
+        one_line = " ".join(str(exc).split())
+        print(f"simconform: error: {one_line}", file=sys.stderr)
         sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
@@ -117,12 +118,13 @@ def main() -> None:
         import click
 
         if isinstance(exc, click.exceptions.Abort):
-            err.print("simconform: aborted")
+            print("simconform: aborted", file=sys.stderr)
             sys.exit(130)
         if isinstance(exc, click.ClickException):
             exc.show()
             sys.exit(2)
         raise
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

@@ -108,7 +108,12 @@ def git_commit() -> str | None:
                              text=True, timeout=5, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
-    return res.stdout.strip() or None
+    commit = res.stdout.strip()
+    if not commit or res.returncode != 0:
+        return None
+    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True, timeout=5, check=False).stdout.strip()
+    return commit + ("+dirty" if dirty else "")
 
 
 def sha256(path: Path) -> str:

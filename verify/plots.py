@@ -59,10 +59,10 @@ def conformance(path: Path, report: dict) -> Path | None:
             if "ci" not in m or m["measured"] is None or m["ci"][0] is None:
                 continue
             lo, hi = m["tolerance"]
-            mid, half = (lo + hi) / 2, (hi - lo) / 2
-            if not half > 0:
+            c = m["configured"]
+            if not hi > lo or c is None:
                 continue
-            norm = [(v - mid) / half for v in (m["measured"], *m["ci"])]
+            norm = [_to_band(v, lo, c, hi) for v in (m["measured"], *m["ci"])]
             items.append((f"{sname}.{mname}", norm, m["verdict"]))
     if not items:
         return None
@@ -77,12 +77,21 @@ def conformance(path: Path, report: dict) -> Path | None:
     ax.set_yticks(range(len(items)), [x[0] for x in items], fontsize=7)
     ax.set_xlim(-3, 3)
     ax.invert_yaxis()
-    ax.set_xlabel("(measured - configured) / tolerance half-width; CI as bar (clipped at ±3)")
+    ax.set_xlabel("(measured - configured) / tolerance half-width (CI as bar, clipped at ±3)")
     ax.set_title("configured vs measured")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
+
+
+def _to_band(v: float, lo: float, c: float, hi: float) -> float:
+    """Map v so that the configured value is 0 and the tolerance's ends are -1 and +1 (each side
+    scaled by its own half-width; a one-sided band uses the other side's width)."""
+    below, above = c - lo, hi - c
+    if v < c:
+        return (v - c) / (below if below > 0 else above)
+    return (v - c) / (above if above > 0 else below)
 
 
 def write_plots(out: Path, report: dict, samples: dict[str, dict]) -> list[Path]:

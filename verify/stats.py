@@ -173,7 +173,9 @@ def wilson(k: int, n: int, level: float = 0.95) -> Estimate:
     z2n = z * z / n
     centre = (p + z2n / 2) / (1 + z2n)
     half = z / (1 + z2n) * math.sqrt(p * (1 - p) / n + z2n / (4 * n))
-    return Estimate(p, (max(centre - half, 0.0), min(centre + half, 1.0)), n, level)
+    lo = 0.0 if k == 0 else max(centre - half, 0.0)  # exact ends: no 1e-19 rounding residue
+    hi = 1.0 if k == n else min(centre + half, 1.0)
+    return Estimate(p, (lo, hi), n, level)
 
 
 def quantile(x: ArrayLike, q: float) -> float:
