@@ -59,8 +59,10 @@ class ReferenceBackend(SensorBackend):
             return [GnssTruth(enu=e) for e in enu]
         if isinstance(s, OdomSpec):
             pose = motion.pose_at(t)
-            return [OdomTruth(x=float(p[0]), y=float(p[1]), yaw=float(y))
-                    for p, y in zip(pose.t, pose.yaw())]
+            return [
+                OdomTruth(x=float(p[0]), y=float(p[1]), yaw=float(y))
+                for p, y in zip(pose.t, pose.yaw())
+            ]
         return super().capture_batch(sensor, times_ns, motion)
 
     def _lidar(self, name: str, s: LidarSpec, t_ns: int, motion: Motion) -> LidarTruth:

@@ -33,7 +33,7 @@ class LidarRangeNoise:
 
 
 class _AxisNoise:
-    """bias + walk + sigma * N(0, 1) per axis; the walk advances by sigma_w * sqrt(dt) per sample."""
+    """bias + walk + sigma * N(0, 1) per axis; the walk steps by sigma_w * sqrt(dt) per sample."""
 
     def __init__(self, noise, rate_hz: float) -> None:
         self.bias = np.asarray(noise.bias, dtype=float)
@@ -117,5 +117,10 @@ class OdomNoise:
 
 
 def make_noise(spec, rng: np.random.Generator):
-    kinds = {LidarSpec: LidarRangeNoise, ImuSpec: ImuNoise, GnssSpec: GnssNoise, OdomSpec: OdomNoise}
+    kinds = {
+        LidarSpec: LidarRangeNoise,
+        ImuSpec: ImuNoise,
+        GnssSpec: GnssNoise,
+        OdomSpec: OdomNoise,
+    }
     return kinds[type(spec)](spec, rng)

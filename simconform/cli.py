@@ -34,12 +34,16 @@ def print_table(report: dict, console: Console | None = None) -> None:
     if console is None:
         console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
     r = report["run"]
-    title = (f"simconform: {r['backend']} backend, seed {r['seed']}, {r['duration_s']:g} s"
-             + ("" if r["complete"] else "  [yellow](incomplete run)[/]"))
+    title = f"simconform: {r['backend']} backend, seed {r['seed']}, {r['duration_s']:g} s" + (
+        "" if r["complete"] else "  [yellow](incomplete run)[/]"
+    )
     table = Table(title=title, show_lines=False)
     for col in ("sensor", "metric", "configured", "measured", "CI", "tolerance", "verdict"):
-        table.add_column(col, justify="right" if col in ("configured", "measured") else "left",
-                         no_wrap=col in ("sensor", "metric", "verdict"))
+        table.add_column(
+            col,
+            justify="right" if col in ("configured", "measured") else "left",
+            no_wrap=col in ("sensor", "metric", "verdict"),
+        )
     for s, m, c, me, ci, tol, v, unit, _note in rows(report):
         label = f"{m} [{unit}]" if unit and unit != "1" else m
         table.add_row(s, label, c, me, ci, tol, f"[{STYLE[v]}]{SYMBOL[v]}[/]")
@@ -54,17 +58,27 @@ def exit_code(report: dict) -> int:
 
 @app.command()
 def run(
-    world: Annotated[Path, typer.Option(help="World file (YAML).")] = None,  # type: ignore[assignment]
-    spec: Annotated[Path, typer.Option(help="Sensor spec (YAML).")] = None,  # type: ignore[assignment]
-    trajectory: Annotated[Path, typer.Option(help="TUM file (t x y z qx qy qz qw) or 2D waypoints (t x y).")] = None,  # type: ignore[assignment]  # noqa: E501
+    world: Annotated[Path | None, typer.Option(help="World file (YAML).")] = None,
+    spec: Annotated[Path | None, typer.Option(help="Sensor spec (YAML).")] = None,
+    trajectory: Annotated[
+        Path | None, typer.Option(help="TUM file (t x y z qx qy qz qw) or 2D waypoints (t x y).")
+    ] = None,
     backend: Annotated[str, typer.Option(help="Simulator backend: reference.")] = "reference",
     seed: Annotated[int, typer.Option(help="Seed of every sensor's error streams.")] = 1234,
     out: Annotated[Path, typer.Option(help="Run folder to create.")] = Path("runs/demo"),
-    duration: Annotated[float | None, typer.Option(help="Run only the first SECONDS of the trajectory.", metavar="SECONDS")] = None,  # noqa: E501
+    duration: Annotated[
+        float | None,
+        typer.Option(help="Run only the first SECONDS of the trajectory.", metavar="SECONDS"),
+    ] = None,
     storage: Annotated[str, typer.Option(help="Bag storage: mcap or sqlite3.")] = "mcap",
-    force: Annotated[bool, typer.Option("--force", help="Replace an existing run in --out.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace an existing run in --out.")
+    ] = False,
     confidence: Annotated[float, typer.Option(help="Confidence level of every interval.")] = 0.95,
-    progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="Progress bar (default: on a terminal).")] = None,  # noqa: E501
+    progress: Annotated[
+        bool | None,
+        typer.Option("--progress/--no-progress", help="Progress bar (default: on a terminal)."),
+    ] = None,
 ) -> None:
     """Run a spec on a world along a trajectory, record the bag, verify it (defaults: the demo)."""
     from simconform.run import DEMO_SPEC, DEMO_TRAJECTORY, DEMO_WORLD, RunConfig
@@ -75,13 +89,23 @@ def run(
         raise UserError(None, "--storage", storage, "expected mcap or sqlite3")
     if not 0.5 <= confidence < 1:
         raise UserError(None, "--confidence", confidence, "expected a level in [0.5, 1)")
-    cfg = RunConfig(world=world or DEMO_WORLD, spec=spec or DEMO_SPEC,
-                    trajectory=trajectory or DEMO_TRAJECTORY, backend=backend, seed=seed, out=out,
-                    duration=duration, storage=storage, force=force)
+    cfg = RunConfig(
+        world=world or DEMO_WORLD,
+        spec=spec or DEMO_SPEC,
+        trajectory=trajectory or DEMO_TRAJECTORY,
+        backend=backend,
+        seed=seed,
+        out=out,
+        duration=duration,
+        storage=storage,
+        force=force,
+    )
     result = do_run(cfg, progress=progress)
     if result.stopped_by:
-        err.print(f"[yellow]interrupted by {result.stopped_by}[/]: the bag is closed and holds "
-                  f"{sum(result.captures.values())} captures; verifying what was recorded")
+        err.print(
+            f"[yellow]interrupted by {result.stopped_by}[/]: the bag is closed and holds "
+            f"{sum(result.captures.values())} captures; verifying what was recorded"
+        )
     report = verify_run(result.out, confidence)
     print_table(report)
     print(f"report: {result.out / 'report' / 'report.md'}")
@@ -92,7 +116,9 @@ def run(
 
 @app.command()
 def verify(
-    run_dir: Annotated[Path, typer.Argument(help="A run folder made by `simconform run`.", metavar="DIR")],
+    run_dir: Annotated[
+        Path, typer.Argument(help="A run folder made by `simconform run`.", metavar="DIR")
+    ],
     confidence: Annotated[float, typer.Option(help="Confidence level of every interval.")] = 0.95,
 ) -> None:
     """Verify a recorded run again, rewrite DIR/report/ and print the verdict table."""

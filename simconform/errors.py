@@ -62,7 +62,9 @@ def load_yaml(path: str | Path) -> Any:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f"line {mark.line + 1}" if mark else "(parse)"
-        raise UserError(path, line, getattr(exc, "problem", str(exc)), "expected valid YAML") from None
+        raise UserError(
+            path, line, getattr(exc, "problem", str(exc)), "expected valid YAML"
+        ) from None
 
 
 def validate(model: type[BaseModel], data: Any, file: str | Path) -> Any:

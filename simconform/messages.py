@@ -64,7 +64,9 @@ def _vec3(v):
 
 
 def _quat(q):
-    return T["geometry_msgs/msg/Quaternion"](x=float(q[0]), y=float(q[1]), z=float(q[2]), w=float(q[3]))
+    return T["geometry_msgs/msg/Quaternion"](
+        x=float(q[0]), y=float(q[1]), z=float(q[2]), w=float(q[3])
+    )
 
 
 def _point(v):
@@ -79,9 +81,15 @@ def cloud(s: LidarTruth, stamp: int, frame_id: str):
     arr["ring"] = np.arange(rings, dtype=np.uint16)[:, None]
     arr["t"] = s.t_offset
     return T[POINTCLOUD2](
-        header=header(stamp, frame_id), height=rings, width=cols, fields=CLOUD_FIELDS,
-        is_bigendian=False, point_step=CLOUD_DTYPE.itemsize, row_step=CLOUD_DTYPE.itemsize * cols,
-        data=np.frombuffer(arr.tobytes(), dtype=np.uint8), is_dense=False,
+        header=header(stamp, frame_id),
+        height=rings,
+        width=cols,
+        fields=CLOUD_FIELDS,
+        is_bigendian=False,
+        point_step=CLOUD_DTYPE.itemsize,
+        row_step=CLOUD_DTYPE.itemsize * cols,
+        data=np.frombuffer(arr.tobytes(), dtype=np.uint8),
+        is_dense=False,
     )
 
 
@@ -131,7 +139,9 @@ def navsat(lla, stamp: int, frame_id: str, enu_var):
     return fix(
         header=header(stamp, frame_id),
         status=status(status=status.STATUS_FIX, service=status.SERVICE_GPS),
-        latitude=float(lla[0]), longitude=float(lla[1]), altitude=float(lla[2]),
+        latitude=float(lla[0]),
+        longitude=float(lla[1]),
+        altitude=float(lla[2]),
         position_covariance=np.diag(np.asarray(enu_var, dtype=float)).ravel(),
         position_covariance_type=fix.COVARIANCE_TYPE_DIAGONAL_KNOWN,
     )
@@ -172,8 +182,11 @@ def transforms(items: list[tuple[int, str, str, np.ndarray, np.ndarray]]):
     tf = T["geometry_msgs/msg/Transform"]
     return T[TFMESSAGE](
         transforms=[
-            ts(header=header(st, parent), child_frame_id=child,
-               transform=tf(translation=_vec3(xyz), rotation=_quat(q)))
+            ts(
+                header=header(st, parent),
+                child_frame_id=child,
+                transform=tf(translation=_vec3(xyz), rotation=_quat(q)),
+            )
             for st, parent, child, xyz, q in items
         ]
     )

@@ -14,7 +14,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
+from rosbags.interfaces import (
+    Qos,
+    QosDurability,
+    QosHistory,
+    QosLiveliness,
+    QosReliability,
+    QosTime,
+)
 from rosbags.rosbag2 import StoragePlugin, Writer
 
 from simconform.messages import TYPESTORE, serialize
@@ -24,9 +31,14 @@ STORAGES = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}
 
 _INF = QosTime(sec=2147483647, nsec=4294967295)
 _LATCHED = Qos(
-    history=QosHistory.KEEP_LAST, depth=1, reliability=QosReliability.RELIABLE,
-    durability=QosDurability.TRANSIENT_LOCAL, deadline=_INF, lifespan=_INF,
-    liveliness=QosLiveliness.AUTOMATIC, liveliness_lease_duration=_INF,
+    history=QosHistory.KEEP_LAST,
+    depth=1,
+    reliability=QosReliability.RELIABLE,
+    durability=QosDurability.TRANSIENT_LOCAL,
+    deadline=_INF,
+    lifespan=_INF,
+    liveliness=QosLiveliness.AUTOMATIC,
+    liveliness_lease_duration=_INF,
     avoid_ros_namespace_conventions=False,
 )
 

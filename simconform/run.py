@@ -7,6 +7,7 @@ captured so far stays readable and run.json says "complete": false.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import shutil
@@ -81,7 +82,9 @@ def load_inputs(cfg: RunConfig) -> Inputs:
             raise UserError(None, "--duration", cfg.duration, "expected seconds > 0")
         if cfg.duration * 1e9 > end - start + 0.5:
             raise UserError(
-                cfg.trajectory, "--duration", cfg.duration,
+                cfg.trajectory,
+                "--duration",
+                cfg.duration,
                 f"the trajectory spans only {span_s:g} s; expected a duration in (0, {span_s:g}]",
             )
         end = start + round(cfg.duration * 1e9)
@@ -93,26 +96,44 @@ def load_inputs(cfg: RunConfig) -> Inputs:
 def prepare_out(out: Path, force: bool) -> None:
     if out.exists() and any(out.iterdir()):
         if not force:
-            raise UserError(None, "--out", str(out), "a run already exists there; pass --force to "
-                            "replace it or choose another --out")
+            raise UserError(
+                None,
+                "--out",
+                str(out),
+                "a run already exists there; pass --force to replace it or choose another --out",
+            )
         if not (out / "run.json").exists():
-            raise UserError(None, "--out", str(out), "is not empty and not a simconform run; "
-                            "refusing to delete it even with --force")
+            raise UserError(
+                None,
+                "--out",
+                str(out),
+                "is not empty and not a simconform run; refusing to delete it even with --force",
+            )
     if out.exists():
         shutil.rmtree(out)
 
 
 def git_commit() -> str | None:
     try:
-        res = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
-                             text=True, timeout=5, check=False)
+        res = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     commit = res.stdout.strip()
     if not commit or res.returncode != 0:
         return None
-    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True, timeout=5, check=False).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+        timeout=5,
+        check=False,
+    ).stdout.strip()
     return commit + ("+dirty" if dirty else "")
 
 
@@ -129,10 +150,8 @@ class _StopFlag:
 
     def __enter__(self) -> _StopFlag:
         for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
+            with contextlib.suppress(ValueError):  # not the main thread: leave signals alone
                 self._old[sig] = signal.signal(sig, self._handle)
-            except ValueError:  # not the main thread: leave signals alone
-                pass
         return self
 
     def _handle(self, signum, _frame) -> None:
@@ -156,7 +175,7 @@ def schedule(spec: Spec, start_ns: int, end_ns: int) -> tuple[np.ndarray, np.nda
 
 
 class SensorRecorder:
-    """Turns one sensor's truth and published samples into its topic's and truth topic's messages."""
+    """One sensor's truth and published samples as messages on its topic and its truth topic."""
 
     def __init__(self, name: str, spec: Spec, world: World, bag: BagRecorder, gt_dir: Path):
         self.name = name
@@ -174,8 +193,12 @@ class SensorRecorder:
 
     def topics(self) -> list[tuple[str, str]]:
         base = self.topic
-        kind = {LidarSpec: messages.POINTCLOUD2, ImuSpec: messages.IMU,
-                GnssSpec: messages.NAVSATFIX, OdomSpec: messages.ODOMETRY}[type(self.s)]
+        kind = {
+            LidarSpec: messages.POINTCLOUD2,
+            ImuSpec: messages.IMU,
+            GnssSpec: messages.NAVSATFIX,
+            OdomSpec: messages.ODOMETRY,
+        }[type(self.s)]
         return [(base, kind), ("/truth" + base, kind)]
 
     def record(self, t_ns: int, truth, published, xyz, quat) -> None:
@@ -185,7 +208,9 @@ class SensorRecorder:
         self.bag.push("/truth" + topic, kind, self._msg(truth, t_ns, "truth"), t_ns)
         if published.sample is not None:
             self.published += 1
-            self.bag.push(topic, kind, self._msg(published.sample, t_ns, "pub"), published.publish_ns)
+            self.bag.push(
+                topic, kind, self._msg(published.sample, t_ns, "pub"), published.publish_ns
+            )
 
     def _msg(self, sample, t_ns: int, which: str):
         s = self.s
@@ -246,7 +271,9 @@ def _manifest(cfg: RunConfig, inp: Inputs) -> dict:
     }
 
 
-def _record(cfg: RunConfig, inp: Inputs, backend: SensorBackend, progress: bool | None) -> RunResult:
+def _record(
+    cfg: RunConfig, inp: Inputs, backend: SensorBackend, progress: bool | None
+) -> RunResult:
     out = cfg.out
     out.mkdir(parents=True)
     (out / "gt").mkdir()
@@ -265,13 +292,18 @@ def _record(cfg: RunConfig, inp: Inputs, backend: SensorBackend, progress: bool 
     bag.connection("/tf_static", messages.TFMESSAGE, latched=True)
     ident = Pose.identity()
     static = [(inp.start_ns, "map", "odom", ident.t, ident.quat())]
-    static += [(inp.start_ns, spec.base_frame, spec.frame(n), r.mount.t, r.mount.quat())
-               for n, r in zip(names, recorders)]
+    static += [
+        (inp.start_ns, spec.base_frame, spec.frame(n), r.mount.t, r.mount.quat())
+        for n, r in zip(names, recorders)
+    ]
     bag.push("/tf_static", messages.TFMESSAGE, messages.transforms(static), inp.start_ns)
     base_gt = TumWriter(out / "gt" / "base_link.tum")
 
     times, who = schedule(spec, inp.start_ns, inp.end_ns)
-    feeds = [_Feed(backend, n, spec.sensors[n].rate_hz, inp, rec.mount) for n, rec in zip(names, recorders)]
+    feeds = [
+        _Feed(backend, n, spec.sensors[n].rate_hz, inp, rec.mount)
+        for n, rec in zip(names, recorders)
+    ]
     tf_feed = _Feed(None, "tf", TF_RATE_HZ, inp, Pose.identity())
     result = RunResult(out=out, complete=False)
     bar = _progress(len(times), progress)
@@ -304,8 +336,12 @@ def _record(cfg: RunConfig, inp: Inputs, backend: SensorBackend, progress: bool 
             bar.close()
         result.captures = {r.name: r.captures for r in recorders}
         result.published = {r.name: r.published for r in recorders}
-        manifest.update(complete=result.complete, stopped_by=result.stopped_by,
-                        captures=result.captures, published=result.published)
+        manifest.update(
+            complete=result.complete,
+            stopped_by=result.stopped_by,
+            captures=result.captures,
+            published=result.published,
+        )
         write_json_atomic(out / "run.json", manifest)
     return result
 
@@ -330,8 +366,11 @@ class _Feed:
             self.k += len(chunk)
             poses = self.traj.pose_at(chunk).compose(self.mount)
             self.buf_xyz, self.buf_q = poses.t, poses.quat()
-            self.buffer = (self.backend.capture_batch(self.name, chunk, self.traj)
-                           if self.backend is not None else [None] * len(chunk))
+            self.buffer = (
+                self.backend.capture_batch(self.name, chunk, self.traj)
+                if self.backend is not None
+                else [None] * len(chunk)
+            )
             self.j = 0
         if int(self.times[self.k - len(self.buffer) + self.j]) != t_ns:
             raise RuntimeError(f"{self.name}: capture schedule out of step at {t_ns} ns")
@@ -344,8 +383,13 @@ class _Bar:
     def __init__(self, total: int) -> None:
         from rich.progress import BarColumn, Progress, TimeRemainingColumn
 
-        self.p = Progress("[progress.description]{task.description}", BarColumn(),
-                          "{task.percentage:>3.0f}%", TimeRemainingColumn(), transient=True)
+        self.p = Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            "{task.percentage:>3.0f}%",
+            TimeRemainingColumn(),
+            transient=True,
+        )
         self.p.start()
         self.task = self.p.add_task("capturing", total=total)
 

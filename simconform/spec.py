@@ -198,9 +198,9 @@ DEFAULT_TOPICS = {"lidar": "/lidar/points", "imu": "/imu", "gnss": "/gps/fix", "
 class Spec(Strict):
     name: str
     base_frame: str = "base_link"
-    sensors: dict[
-        Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_]*$")], SensorSpec
-    ] = Field(min_length=1)
+    sensors: dict[Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_]*$")], SensorSpec] = Field(
+        min_length=1
+    )
 
     _source: Path | None = PrivateAttr(default=None)
 

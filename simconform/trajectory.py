@@ -79,7 +79,9 @@ def _parse(path: Path) -> tuple[list[int], list[list[float]], list[int]]:
         parts = text.replace(",", " ").split()
         if len(parts) not in (3, 8) or (rows and len(parts) != len(rows[0]) + 1):
             raise UserError(
-                path, f"line {lineno}", raw.strip(),
+                path,
+                f"line {lineno}",
+                raw.strip(),
                 f"expected 8 columns ({TUM_COLUMNS}) or 3 columns (t x y waypoints), the same "
                 "on every line",
             )
@@ -98,7 +100,9 @@ def _parse(path: Path) -> tuple[list[int], list[list[float]], list[int]]:
     for a in range(1, len(times)):
         if times[a] <= times[a - 1]:
             raise UserError(
-                path, f"line {lines[a]}.t", format_seconds(times[a]),
+                path,
+                f"line {lines[a]}.t",
+                format_seconds(times[a]),
                 f"expected time strictly greater than the previous pose's "
                 f"{format_seconds(times[a - 1])} s",
             )
@@ -116,7 +120,9 @@ def load_trajectory(path: str | Path, world: World | None = None) -> Trajectory:
         if bad.size:
             i = int(bad[0])
             raise UserError(
-                path, f"line {lines[i]}.q", float(round(norms[i], 6)),
+                path,
+                f"line {lines[i]}.q",
+                float(round(norms[i], 6)),
                 f"expected a unit quaternion (norm within {QUAT_NORM_TOL} of 1)",
             )
         return Trajectory(np.array(times), data[:, :3], Rotation.from_quat(quat / norms[:, None]))
@@ -126,7 +132,11 @@ def load_trajectory(path: str | Path, world: World | None = None) -> Trajectory:
 
 
 def waypoints_to_trajectory(
-    path: Path | str, times_ns: np.ndarray, x: np.ndarray, y: np.ndarray, world: World,
+    path: Path | str,
+    times_ns: np.ndarray,
+    x: np.ndarray,
+    y: np.ndarray,
+    world: World,
     lines: list[int] | None = None,
 ) -> Trajectory:
     """Put (t, x, y) on the ground: heading from the tangent, pitch from the ground's slope."""
@@ -137,14 +147,20 @@ def waypoints_to_trajectory(
     if missing.size:
         i = int(missing[0])
         where = f"line {lines[i]}" if lines else f"waypoint {i}"
-        raise UserError(path, where, (float(x[i]), float(y[i])), "expected ground under the waypoint")
+        raise UserError(
+            path, where, (float(x[i]), float(y[i])), "expected ground under the waypoint"
+        )
     dx, dy, dz = np.gradient(x), np.gradient(y), np.gradient(z)
     ds = np.hypot(dx, dy)
     if np.any(ds <= 1e-9):
         i = int(np.flatnonzero(ds <= 1e-9)[0])
         where = f"line {lines[i]}" if lines else f"waypoint {i}"
-        raise UserError(path, where, (float(x[i]), float(y[i])),
-                        "expected a moving path: heading is undefined where waypoints repeat")
+        raise UserError(
+            path,
+            where,
+            (float(x[i]), float(y[i])),
+            "expected a moving path: heading is undefined where waypoints repeat",
+        )
     yaw = np.arctan2(dy, dx)
     pitch = -np.arctan2(dz, ds)  # nose up on a climb is negative pitch about y (REP 103)
     rot = Rotation.from_euler("ZYX", np.c_[yaw, pitch, np.zeros_like(yaw)])

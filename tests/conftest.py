@@ -16,8 +16,14 @@ REPO = Path(__file__).resolve().parent.parent
 
 def cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """Run the real `simconform` entry point in a subprocess."""
-    return subprocess.run([sys.executable, "-m", "simconform.cli", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "simconform.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def write_yaml(path: Path, data) -> Path:
@@ -44,5 +50,13 @@ def short_run(tmp_path_factory) -> Path:
     return out
 
 
-__all__ = ["DEMO_SPEC", "DEMO_TRAJECTORY", "DEMO_WORLD", "REPO", "cli", "demo_spec",
-           "demo_world", "write_yaml"]
+__all__ = [
+    "DEMO_SPEC",
+    "DEMO_TRAJECTORY",
+    "DEMO_WORLD",
+    "REPO",
+    "cli",
+    "demo_spec",
+    "demo_world",
+    "write_yaml",
+]

@@ -106,7 +106,14 @@ def test_report_files_and_keys(short_run: Path) -> None:
     assert report["confidence"] == 0.95
     assert {"backend", "seed", "complete", "spec", "world"} <= set(report["run"])
     m = report["sensors"]["lidar"]["metrics"]
-    for name in ("range_std", "range_bias", "point_dropout", "sample_dropout", "latency_ms", "rate_hz"):
+    for name in (
+        "range_std",
+        "range_bias",
+        "point_dropout",
+        "sample_dropout",
+        "latency_ms",
+        "rate_hz",
+    ):
         assert {"measured", "ci", "configured", "tolerance", "verdict", "n"} <= set(m[name])
     assert m["range_std"]["configured"] == 0.02
     assert m["range_std"]["ci"][0] <= 0.02 <= m["range_std"]["ci"][1]
@@ -166,8 +173,12 @@ def test_verify_exit_codes(short_run: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_interrupted_run_keeps_what_was_recorded(tmp_path: Path, sig, code) -> None:
     out = tmp_path / "interrupted"
-    proc = subprocess.Popen([sys.executable, "-m", "simconform.cli", "run", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "simconform.cli", "run", "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 60
     bag = out / "bag" / "bag.mcap"
     while time.time() < deadline and not (bag.exists() and bag.stat().st_size > 2_000_000):

@@ -43,7 +43,12 @@ def mutate(data: dict, path: str, value) -> dict:
 DELETE = object()
 
 SPEC_CASES = [
-    ("sensors.lidar.noise.range.sigma", -0.1, "sensors.lidar.noise.range.sigma", "greater than or equal to 0"),
+    (
+        "sensors.lidar.noise.range.sigma",
+        -0.1,
+        "sensors.lidar.noise.range.sigma",
+        "greater than or equal to 0",
+    ),
     ("sensors.lidar.dropout.point", 1.0, "sensors.lidar.dropout.point", "less than 1"),
     ("sensors.lidar.rate_hz", 0, "sensors.lidar.rate_hz", "greater than 0"),
     ("sensors.lidar.columns", 0, "sensors.lidar.columns", "greater than or equal to 1"),
@@ -51,10 +56,20 @@ SPEC_CASES = [
     ("sensors.lidar.shutter", "diagonal", "sensors.lidar.shutter", "'global' or 'rolling'"),
     ("sensors.lidar.rings", {"count": 16, "angles_deg": [0]}, "sensors.lidar.rings", "not both"),
     ("sensors.lidar.range", {"min": 5, "max": 1}, "sensors.lidar.range", "must be below max"),
-    ("sensors.gnss.latency", {"fixed_ms": 1, "jitter_ms": 5}, "sensors.gnss.latency", "must not exceed"),
+    (
+        "sensors.gnss.latency",
+        {"fixed_ms": 1, "jitter_ms": 5},
+        "sensors.gnss.latency",
+        "must not exceed",
+    ),
     ("sensors.imu.noise.accel.sigma", [0.1, 0.1], "sensors.imu.noise.accel.sigma.2", "required"),
     ("sensors.imu.type", "sonar", "sensors.imu", "'lidar', 'imu', 'gnss', 'odom'"),
-    ("sensors.odom.tolerances", {"sigma_rel": 0}, "sensors.odom.tolerances.sigma_rel", "greater than 0"),
+    (
+        "sensors.odom.tolerances",
+        {"sigma_rel": 0},
+        "sensors.odom.tolerances.sigma_rel",
+        "greater than 0",
+    ),
     ("name", DELETE, "name", "Field required"),
 ]
 
@@ -175,6 +190,16 @@ def test_real_entry_point_error_and_help(tmp_path: Path) -> None:
     assert "Traceback" not in res.stderr
     helped = cli("run", "--help")
     assert helped.returncode == 0
-    for flag in ("--world", "--spec", "--trajectory", "--backend", "--seed", "--out", "--duration",
-                 "--force", "--storage", "--confidence"):
+    for flag in (
+        "--world",
+        "--spec",
+        "--trajectory",
+        "--backend",
+        "--seed",
+        "--out",
+        "--duration",
+        "--force",
+        "--storage",
+        "--confidence",
+    ):
         assert flag in helped.stdout

@@ -6,6 +6,8 @@ tolerance, verdict, n, unit, and for a normality check its p_value.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 from scipy.stats import binom
 
@@ -49,8 +51,14 @@ def normality(x: np.ndarray, name: str) -> dict:
     if len(x) < 8:
         return not_applicable("fewer than 8 error samples")
     a2, p = stats.anderson_normal(x)
-    return {"measured": _f(a2), "p_value": _f(p), "n": int(min(len(x), 5000)), "unit": "A2",
-            "verdict": "pending", "field": name}
+    return {
+        "measured": _f(a2),
+        "p_value": _f(p),
+        "n": int(min(len(x), 5000)),
+        "unit": "A2",
+        "verdict": "pending",
+        "field": name,
+    }
 
 
 def quantile_estimate(x: np.ndarray, q: float, level: float) -> stats.Estimate:
@@ -104,30 +112,56 @@ class Accumulator:
     def common_metrics(self) -> dict[str, dict]:
         s, tol, lv = self.spec, self.spec.tolerances, self.level
         n_truth, n_pub = len(self.truth_stamps), len(self.pub_stamps)
-        out = {"sample_dropout": metric(stats.wilson(n_truth - n_pub, n_truth, lv), s.dropout.sample,
-                                        tl.dropout_band(s.dropout.sample, tol), "1")}
+        out = {
+            "sample_dropout": metric(
+                stats.wilson(n_truth - n_pub, n_truth, lv),
+                s.dropout.sample,
+                tl.dropout_band(s.dropout.sample, tol),
+                "1",
+            )
+        }
         if n_pub == 0:
             for m in ("latency_ms", "rate_hz"):
                 out[m] = not_applicable("nothing was published")
             return out
         lat = (np.asarray(self.log_ns) - np.asarray(self.pub_stamps)) / 1e6
         mean_ms = s.latency.fixed_ms  # symmetric truncation: the jitter has mean zero
-        out["latency_ms"] = metric(stats.mean_ci(lat, lv), mean_ms, tl.latency_band(mean_ms, tol),
-                                   "ms")
+        out["latency_ms"] = metric(
+            stats.mean_ci(lat, lv), mean_ms, tl.latency_band(mean_ms, tol), "ms"
+        )
         for q, key in ((0.5, "latency_p50_ms"), (0.95, "latency_p95_ms")):
             expect = tl.latency_quantile_ms(s.latency, q)
-            out[key] = metric(quantile_estimate(lat, q, lv), expect, tl.latency_band(expect, tol), "ms")
+            out[key] = metric(
+                quantile_estimate(lat, q, lv), expect, tl.latency_band(expect, tol), "ms"
+            )
         mx = float(lat.max())
         bound = tl.latency_max_ms(s.latency)
-        out["latency_max_ms"] = metric(stats.Estimate(mx, (mx, mx), len(lat), lv), bound,
-                                       (0.0, tl.latency_band(bound, tol)[1]), "ms")
+        out["latency_max_ms"] = metric(
+            stats.Estimate(mx, (mx, mx), len(lat), lv),
+            bound,
+            (0.0, tl.latency_band(bound, tol)[1]),
+            "ms",
+        )
         rate = tl.expected_rate(s.rate_hz, s.dropout.sample)
-        out["rate_hz"] = metric(stats.rate_from_stamps(np.sort(np.asarray(self.log_ns)), lv), rate,
-                                tl.relative_band(rate, tol.rate_rel), "Hz")
+        out["rate_hz"] = metric(
+            stats.rate_from_stamps(np.sort(np.asarray(self.log_ns)), lv),
+            rate,
+            tl.relative_band(rate, tol.rate_rel),
+            "Hz",
+        )
         return out
 
-    def scalar_metrics(self, quantity: str, axis: str, e: np.ndarray, bias: float, sigma: float,
-                       unit: str, walk: float = 0.0, dt: float = 0.0) -> dict[str, dict]:
+    def scalar_metrics(
+        self,
+        quantity: str,
+        axis: str,
+        e: np.ndarray,
+        bias: float,
+        sigma: float,
+        unit: str,
+        walk: float = 0.0,
+        dt: float = 0.0,
+    ) -> dict[str, dict]:
         """bias, std, rmse (+ bias random walk) and normality of one error series."""
         tol, lv = self.spec.tolerances, self.level
         sfx = f"_{axis}" if axis else ""
@@ -136,8 +170,14 @@ class Accumulator:
             return {f"{quantity}_bias{sfx}": not_applicable("fewer than 3 paired samples", unit)}
         t_span = self.duration_s
         extra = walk**2 * t_span / 3.0 if walk > 0 else 0.0
-        out = {f"{quantity}_bias{sfx}": metric(stats.mean_ci(e, lv, extra_var_of_mean=extra), bias,
-                                              tl.bias_band(bias, sigma, tol), unit)}
+        out = {
+            f"{quantity}_bias{sfx}": metric(
+                stats.mean_ci(e, lv, extra_var_of_mean=extra),
+                bias,
+                tl.bias_band(bias, sigma, tol),
+                unit,
+            )
+        }
         if walk > 0:
             std = stats.std_from_pair_differences(e, lv, walk_var_per_step=walk**2 * dt)
             white = (np.diff(e)[::2] / np.sqrt(2.0)) if len(e) > 1 else e
@@ -146,12 +186,14 @@ class Accumulator:
             white = e
         out[f"{quantity}_std{sfx}"] = metric(std, sigma, tl.sigma_band(sigma, tol), unit)
         rmse = tl.rmse_expected(bias, sigma, walk, t_span)
-        out[f"{quantity}_rmse{sfx}"] = metric(stats.rmse_ci(e, lv), rmse,
-                                              tl.relative_band(rmse, tol.sigma_rel), unit)
+        out[f"{quantity}_rmse{sfx}"] = metric(
+            stats.rmse_ci(e, lv), rmse, tl.relative_band(rmse, tol.sigma_rel), unit
+        )
         if walk > 0:
             est = stats.allan_walk(e, dt, white_sigma=float(std.value), level=lv)
-            out[f"{quantity}_walk{sfx}"] = metric(est, walk, tl.relative_band(walk, tol.walk_rel),
-                                                  f"{unit}/sqrt(s)")
+            out[f"{quantity}_walk{sfx}"] = metric(
+                est, walk, tl.relative_band(walk, tol.walk_rel), f"{unit}/sqrt(s)"
+            )
         out[f"{quantity}_normality{sfx}"] = normality(white, f"{quantity}{sfx}")
         return out
 
@@ -175,8 +217,10 @@ class LidarAccumulator(Accumulator):
     def add_pair(self, pair: Pair) -> None:
         truth, pub = pair.truth, pair.published
         if truth.shape != pub.shape or truth.shape[:2] != self.nominal.shape[:2]:
-            raise ValueError(f"{self.name}: cloud shape {pub.shape[:2]} / truth {truth.shape[:2]} "
-                             f"does not match the spec's {self.nominal.shape[:2]} rings x columns")
+            raise ValueError(
+                f"{self.name}: cloud shape {pub.shape[:2]} / truth {truth.shape[:2]} "
+                f"does not match the spec's {self.nominal.shape[:2]} rings x columns"
+            )
         tf = np.isfinite(truth[..., 0])
         pf = np.isfinite(pub[..., 0])
         both = tf & pf
@@ -193,9 +237,13 @@ class LidarAccumulator(Accumulator):
         n = s.noise.range
         out = self.scalar_metrics("range", "", e, n.bias, n.sigma, "m")
         p = s.dropout.point
-        out["point_dropout"] = metric(stats.wilson(self.lost, self.finite_truth, self.level), p,
-                                      tl.dropout_band(p, s.tolerances), "1",
-                                      spurious_points=self.spurious)
+        out["point_dropout"] = metric(
+            stats.wilson(self.lost, self.finite_truth, self.level),
+            p,
+            tl.dropout_band(p, s.tolerances),
+            "1",
+            spurious_points=self.spurious,
+        )
         return out
 
 
@@ -227,12 +275,22 @@ class ImuAccumulator(VectorAccumulator):
         truth, pub = self.arrays()
         err = pub - truth
         out: dict[str, dict] = {}
-        for j, (q, noise, unit) in enumerate((("accel", s.noise.accel, "m/s^2"),
-                                               ("gyro", s.noise.gyro, "rad/s"))):
+        for j, (q, noise, unit) in enumerate(
+            (("accel", s.noise.accel, "m/s^2"), ("gyro", s.noise.gyro, "rad/s"))
+        ):
             for a, axis in enumerate(AXES):
-                out.update(self.scalar_metrics(q, axis, err[:, 3 * j + a], noise.bias[a],
-                                               noise.sigma[a], unit, noise.bias_walk[a],
-                                               1.0 / s.rate_hz))
+                out.update(
+                    self.scalar_metrics(
+                        q,
+                        axis,
+                        err[:, 3 * j + a],
+                        noise.bias[a],
+                        noise.sigma[a],
+                        unit,
+                        noise.bias_walk[a],
+                        1.0 / s.rate_hz,
+                    )
+                )
         return out
 
 
@@ -253,7 +311,9 @@ class GnssAccumulator(VectorAccumulator):
         truth, pub = self.arrays()
         if len(truth) == 0:
             return {"position_bias_e": not_applicable("nothing was published", "m")}
-        te = np.stack(pymap3d.geodetic2enu(truth[:, 0], truth[:, 1], truth[:, 2], o.lat, o.lon, o.alt), 1)
+        te = np.stack(
+            pymap3d.geodetic2enu(truth[:, 0], truth[:, 1], truth[:, 2], o.lat, o.lon, o.alt), 1
+        )
         pe = np.stack(pymap3d.geodetic2enu(pub[:, 0], pub[:, 1], pub[:, 2], o.lat, o.lon, o.alt), 1)
         err = pe - te
         n = s.noise.position
@@ -284,7 +344,7 @@ class OdomAccumulator(Accumulator):
         s: OdomSpec = self.spec
         stamps = sorted(self.truth)
         errs = []
-        for a, b in zip(stamps, stamps[1:]):
+        for a, b in itertools.pairwise(stamps):
             if a in self.pub and b in self.pub:
                 d_pub = se2_increment(self.pub[a], self.pub[b])
                 d_true = se2_increment(self.truth[a], self.truth[b])
@@ -296,8 +356,9 @@ class OdomAccumulator(Accumulator):
         out: dict[str, dict] = {}
         units = ("m", "m", "rad")
         for a, axis in enumerate(PLANAR):
-            out.update(self.scalar_metrics("increment", axis, err[:, a], n.bias[a], n.sigma[a],
-                                           units[a]))
+            out.update(
+                self.scalar_metrics("increment", axis, err[:, a], n.bias[a], n.sigma[a], units[a])
+            )
         return out
 
 

@@ -41,7 +41,9 @@ class BagSummary:
 
 
 def stream_pairs(
-    bag: Path, topics: dict[str, str], decode: dict[str, Callable[[object], object]],
+    bag: Path,
+    topics: dict[str, str],
+    decode: dict[str, Callable[[object], object]],
     summary: BagSummary,
 ) -> Iterator[tuple[str, Pair | Unpaired]]:
     """Yield (sensor, Pair) as matches arrive, then (sensor, Unpaired) for every leftover truth.
@@ -55,13 +57,19 @@ def stream_pairs(
         reader = AnyReader([bag], default_typestore=TYPESTORE)
         reader.open()
     except Exception as exc:  # rosbags raises several types for unreadable bags
-        raise UserError(bag, "bag", str(bag), f"expected a readable rosbag2 directory ({exc})") from None
+        raise UserError(
+            bag, "bag", str(bag), f"expected a readable rosbag2 directory ({exc})"
+        ) from None
     try:
         present = {c.topic for c in reader.connections}
         missing = sorted(wanted - present)
         if missing:
-            raise UserError(bag, "topics", missing[0], f"expected the topic in the bag (has: "
-                            f"{', '.join(sorted(present))})")
+            raise UserError(
+                bag,
+                "topics",
+                missing[0],
+                f"expected the topic in the bag (has: {', '.join(sorted(present))})",
+            )
         conns = [c for c in reader.connections if c.topic in wanted]
         it = reader.messages(connections=conns)
         while True:
@@ -76,7 +84,7 @@ def stream_pairs(
             summary.readable_until_ns = log_ns
             msg = reader.deserialize(raw, conn.msgtype)
             truth = conn.topic.startswith("/truth/")
-            topic = conn.topic[len("/truth"):] if truth else conn.topic
+            topic = conn.topic[len("/truth") :] if truth else conn.topic
             sensor = topics[topic]
             st = stamp_ns(msg.header)
             value = decode[sensor](msg)
@@ -85,8 +93,13 @@ def stream_pairs(
             elif st in pending[sensor]:
                 yield sensor, Pair(st, log_ns, pending[sensor].pop(st), value)
             else:
-                raise UserError(bag, conn.topic, st, "published sample has no truth sample with "
-                                "the same header.stamp (expected one per capture)")
+                raise UserError(
+                    bag,
+                    conn.topic,
+                    st,
+                    "published sample has no truth sample with "
+                    "the same header.stamp (expected one per capture)",
+                )
     finally:
         reader.close()
     for sensor, left in pending.items():

@@ -37,8 +37,13 @@ def histogram(path: Path, sensor: str, fields: dict[str, dict]) -> Path:
         if f["sigma"] > 0:
             x = np.linspace(e.min(), e.max(), 400)
             s, b = f["sigma"], f["bias"]
-            ax.plot(x, np.exp(-0.5 * ((x - b) / s) ** 2) / (s * np.sqrt(2 * np.pi)), "k-", lw=1.5,
-                    label=f"configured N({b:g}, {s:g}²)")
+            ax.plot(
+                x,
+                np.exp(-0.5 * ((x - b) / s) ** 2) / (s * np.sqrt(2 * np.pi)),
+                "k-",
+                lw=1.5,
+                label=f"configured N({b:g}, {s:g}²)",
+            )
         ax.set_title(f"{sensor}: {name} error")
         ax.set_xlabel(f["unit"])
         ax.legend(fontsize=7)
@@ -68,7 +73,7 @@ def conformance(path: Path, report: dict) -> Path | None:
         return None
     colour = {"pass": "#1a7f37", "fail": "#cf222e", "inconclusive": "#9a6700"}
     fig, ax = plt.subplots(figsize=(8, 0.22 * len(items) + 1.2))
-    for i, (label, (v, lo, hi), verdict) in enumerate(items):
+    for i, (_label, (v, lo, hi), verdict) in enumerate(items):
         c = colour.get(verdict, "grey")
         ax.plot([max(lo, -3), min(hi, 3)], [i, i], "-", color=c, lw=3)
         ax.plot([np.clip(v, -3, 3)], [i], "o", color=c, ms=3)

@@ -34,8 +34,17 @@ def rows(report: dict):
                 continue
             ci = f"[{fmt(m['ci'][0])}, {fmt(m['ci'][1])}]"
             tol = f"[{fmt(m['tolerance'][0])}, {fmt(m['tolerance'][1])}]"
-            yield (sname, mname, fmt(m["configured"]), fmt(m["measured"]), ci, tol, m["verdict"],
-                   m["unit"], f"n = {m['n']}")
+            yield (
+                sname,
+                mname,
+                fmt(m["configured"]),
+                fmt(m["measured"]),
+                ci,
+                tol,
+                m["verdict"],
+                m["unit"],
+                f"n = {m['n']}",
+            )
 
 
 def header_lines(report: dict) -> list[str]:
@@ -54,9 +63,15 @@ def header_lines(report: dict) -> list[str]:
 def markdown(report: dict, plots: list[str]) -> str:
     out = [f"# simconform report: {SYMBOL[report['verdict']]}", ""]
     out += [f"- {line}" for line in header_lines(report)]
-    out += ["", "pass: the whole confidence interval lies inside the tolerance; fail: it lies "
-            "wholly outside; inconclusive: it straddles a bound (more data needed).", ""]
-    out.append("| sensor | metric | configured | measured | CI | tolerance | unit | verdict | note |")
+    out += [
+        "",
+        "pass: the whole confidence interval lies inside the tolerance; fail: it lies "
+        "wholly outside; inconclusive: it straddles a bound (more data needed).",
+        "",
+    ]
+    out.append(
+        "| sensor | metric | configured | measured | CI | tolerance | unit | verdict | note |"
+    )
     out.append("|---|---|---|---|---|---|---|---|---|")
     for s, m, c, me, ci, tol, v, unit, note in rows(report):
         out.append(f"| {s} | {m} | {c} | {me} | {ci} | {tol} | {unit} | {SYMBOL[v]} | {note} |")
@@ -67,15 +82,23 @@ def markdown(report: dict, plots: list[str]) -> str:
 
 
 def html_page(report: dict, plots: list[str]) -> str:
-    colour = {"pass": "#1a7f37", "fail": "#cf222e", "inconclusive": "#9a6700",
-              "not_applicable": "#57606a"}
+    colour = {
+        "pass": "#1a7f37",
+        "fail": "#cf222e",
+        "inconclusive": "#9a6700",
+        "not_applicable": "#57606a",
+    }
     cells = []
     for s, m, c, me, ci, tol, v, unit, note in rows(report):
         vals = "".join(f"<td>{html.escape(str(x))}</td>" for x in (s, m, c, me, ci, tol, unit))
-        cells.append(f"<tr>{vals}<td style='color:{colour[v]};font-weight:bold'>{SYMBOL[v]}</td>"
-                     f"<td>{html.escape(note)}</td></tr>")
+        cells.append(
+            f"<tr>{vals}<td style='color:{colour[v]};font-weight:bold'>{SYMBOL[v]}</td>"
+            f"<td>{html.escape(note)}</td></tr>"
+        )
     head = "".join(f"<li>{html.escape(x)}</li>" for x in header_lines(report))
-    imgs = "".join(f"<figure><img src='{html.escape(p)}' style='max-width:100%'></figure>" for p in plots)
+    imgs = "".join(
+        f"<figure><img src='{html.escape(p)}' style='max-width:100%'></figure>" for p in plots
+    )
     v = report["verdict"]
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>simconform report</title>
@@ -85,7 +108,7 @@ th{{background:#f6f8fa}}</style></head><body>
 <h1>simconform report: <span style="color:{colour[v]}">{SYMBOL[v]}</span></h1>
 <ul>{head}</ul>
 <table><tr><th>sensor</th><th>metric</th><th>configured</th><th>measured</th><th>CI</th>
-<th>tolerance</th><th>unit</th><th>verdict</th><th>note</th></tr>{''.join(cells)}</table>
+<th>tolerance</th><th>unit</th><th>verdict</th><th>note</th></tr>{"".join(cells)}</table>
 {imgs}
 </body></html>
 """
@@ -97,16 +120,25 @@ def junit(report: dict) -> str:
         cases = sensor["metrics"]
         failures = sum(m["verdict"] in ("fail", "inconclusive") for m in cases.values())
         skipped = sum(m["verdict"] == "not_applicable" for m in cases.values())
-        suite = ET.SubElement(suites, "testsuite", name=f"simconform.{sname}", tests=str(len(cases)),
-                              failures=str(failures), errors="0", skipped=str(skipped))
+        suite = ET.SubElement(
+            suites,
+            "testsuite",
+            name=f"simconform.{sname}",
+            tests=str(len(cases)),
+            failures=str(failures),
+            errors="0",
+            skipped=str(skipped),
+        )
         for mname, m in cases.items():
             case = ET.SubElement(suite, "testcase", classname=f"simconform.{sname}", name=mname)
             if m["verdict"] == "not_applicable":
                 ET.SubElement(case, "skipped", message=m["reason"])
             elif m["verdict"] in ("fail", "inconclusive"):
-                msg = (f"{m['verdict']}: measured {fmt(m.get('measured'))}"
-                       + (f", ci {m['ci']}, tolerance {m['tolerance']}" if "ci" in m else
-                          f", p = {fmt(m.get('p_value'))}"))
+                msg = f"{m['verdict']}: measured {fmt(m.get('measured'))}" + (
+                    f", ci {m['ci']}, tolerance {m['tolerance']}"
+                    if "ci" in m
+                    else f", p = {fmt(m.get('p_value'))}"
+                )
                 ET.SubElement(case, "failure", message=msg, type=m["verdict"])
     ET.indent(suites)
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"

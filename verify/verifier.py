@@ -19,8 +19,12 @@ VERDICT_ORDER = ("fail", "inconclusive", "pass")
 def load_manifest(run_dir: Path) -> dict:
     path = run_dir / "run.json"
     if not path.is_file():
-        raise UserError(run_dir, "run.json", str(path), "expected a simconform run folder "
-                        "(made by `simconform run`) with run.json and bag/")
+        raise UserError(
+            run_dir,
+            "run.json",
+            str(path),
+            "expected a simconform run folder (made by `simconform run`) with run.json and bag/",
+        )
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as exc:
@@ -50,13 +54,18 @@ def verify_run(run_dir: Path, level: float = 0.95, write: bool = True) -> dict:
         try:
             accs[sensor].add(item)
         except ValueError as exc:
-            raise UserError(run_dir / "bag", spec.topic(sensor), getattr(item, "stamp_ns", None),
-                            str(exc)) from None
+            raise UserError(
+                run_dir / "bag", spec.topic(sensor), getattr(item, "stamp_ns", None), str(exc)
+            ) from None
     sensors = {}
     for name, acc in accs.items():
-        sensors[name] = {"type": spec.sensors[name].type, "topic": spec.topic(name),
-                         "captures": len(acc.truth_stamps), "published": len(acc.pub_stamps),
-                         "metrics": acc.metrics()}
+        sensors[name] = {
+            "type": spec.sensors[name].type,
+            "topic": spec.topic(name),
+            "captures": len(acc.truth_stamps),
+            "published": len(acc.pub_stamps),
+            "metrics": acc.metrics(),
+        }
     _normality_verdicts(sensors, level)
     report = {
         "run": {
@@ -86,7 +95,9 @@ def verify_run(run_dir: Path, level: float = 0.95, write: bool = True) -> dict:
 def _normality_verdicts(sensors: dict, level: float) -> None:
     """Family-wise (Bonferroni) level over all normality checks of the report, so that a
     correct run of many sensors and axes is not failed by chance."""
-    checks = [m for s in sensors.values() for m in s["metrics"].values() if m.get("verdict") == "pending"]
+    checks = [
+        m for s in sensors.values() for m in s["metrics"].values() if m.get("verdict") == "pending"
+    ]
     alpha = (1 - level) / max(1, len(checks))
     for m in checks:
         m["verdict"] = "pass" if (m["p_value"] is not None and m["p_value"] >= alpha) else "fail"

@@ -24,8 +24,10 @@ def main() -> None:
     y = 18 * np.sin(th) + 4 * np.sin(3 * th)
     traj = waypoints_to_trajectory(HERE / "demo.tum", t_ns, x, y, world)
     traj.write_tum(HERE / "demo.tum")
-    print(f"wrote {HERE / 'demo.tum'}: {len(traj)} poses, z in "
-          f"[{traj.positions[:, 2].min():.3f}, {traj.positions[:, 2].max():.3f}] m")
+    print(
+        f"wrote {HERE / 'demo.tum'}: {len(traj)} poses, z in "
+        f"[{traj.positions[:, 2].min():.3f}, {traj.positions[:, 2].max():.3f}] m"
+    )
 
 
 if __name__ == "__main__":
