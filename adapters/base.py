@@ -64,7 +64,20 @@ class OdomTruth:
     yaw: float
 
 
-TruthSample = LidarTruth | ImuTruth | GnssTruth | OdomTruth
+@dataclass
+class CameraTruth:
+    """rgb8 image (height, width, 3) and z-depth (REP 118, +inf where nothing is hit).
+
+    After the pipeline's encode stage `encoded` holds the bytes that are published (JPEG), and
+    `image` the pixels before encoding.
+    """
+
+    image: np.ndarray  # uint8
+    depth: np.ndarray | None  # float32 metres
+    encoded: bytes | None = None
+
+
+TruthSample = LidarTruth | ImuTruth | GnssTruth | OdomTruth | CameraTruth
 
 
 class BackendUnavailable(Exception):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from simconform.adapters.base import (
+    CameraTruth,
     GnssTruth,
     ImuTruth,
     LidarTruth,
@@ -21,7 +22,15 @@ from simconform.adapters.base import (
     TruthSample,
 )
 from simconform.frames import Pose
-from simconform.spec import GnssSpec, ImuSpec, LidarSpec, OdomSpec, Spec
+from simconform.spec import (
+    OPTICAL_TO_BODY,
+    CameraSpec,
+    GnssSpec,
+    ImuSpec,
+    LidarSpec,
+    OdomSpec,
+    Spec,
+)
 from simconform.world import World
 
 
@@ -40,11 +49,22 @@ class ReferenceBackend(SensorBackend):
         self._dirs = {
             n: s.directions() for n, s in spec.sensors.items() if isinstance(s, LidarSpec)
         }
+        # camera rays in the body frame, and the albedo/shading tables per world object
+        self._pixels = {
+            n: s.rays_optical() @ OPTICAL_TO_BODY.T
+            for n, s in spec.sensors.items()
+            if isinstance(s, CameraSpec)
+        }
+        self._albedo = np.array([o.color for o in world.objects] + [world.sky_color])
+        light = np.asarray(world.light.direction, dtype=float)
+        self._to_light = -light / np.linalg.norm(light)
 
     def capture(self, sensor: str, t_ns: int, motion: Motion) -> TruthSample:
         s = self.spec.sensors[sensor]
         if isinstance(s, LidarSpec):
             return self._lidar(sensor, s, t_ns, motion)
+        if isinstance(s, CameraSpec):
+            return self._camera(sensor, s, t_ns, motion)
         if isinstance(s, ImuSpec | GnssSpec | OdomSpec):
             return self.capture_batch(sensor, np.array([t_ns]), motion)[0]
         raise TypeError(f"reference backend has no sensor type {type(s).__name__}")
@@ -113,3 +133,37 @@ class ReferenceBackend(SensorBackend):
         gyro = r1.inv().apply(r0.apply(rel)) / (2 * h)
         quat = here.quat()
         return [ImuTruth(accel=a, gyro=g, orientation=q) for a, g, q in zip(specific, gyro, quat)]
+
+    def _camera(self, name: str, s: CameraSpec, t_ns: int, motion: Motion) -> CameraTruth:
+        """One ray per pixel; Lambertian shading from one directional light plus ambient.
+
+        Rendered in horizontal bands so memory stays bounded at any resolution; with a rolling
+        shutter every row has its own pose. No shadows or reflections (documented).
+        """
+        rays = self._pixels[name]  # (H, W, 3) body frame
+        h, w = rays.shape[:2]
+        row_ns = t_ns + np.round(s.row_offsets_s() * 1e9).astype(np.int64)
+        row_ns = np.minimum(row_ns, motion.end_ns)
+        poses = motion.pose_at(row_ns).compose(self.mounts[name])  # one pose per row
+        rot = poses.rot.as_matrix()
+        light = self.world.light
+        image = np.empty((h, w, 3), dtype=np.uint8)
+        depth = np.empty((h, w), dtype=np.float32) if s.depth else None
+        band = max(1, 65536 // w)
+        for r0 in range(0, h, band):
+            r1 = min(h, r0 + band)
+            if s.shutter == "global":
+                origin = poses.t[0]
+                d = rays[r0:r1].reshape(-1, 3) @ rot[0].T
+            else:
+                origin = np.repeat(poses.t[r0:r1], w, axis=0)
+                d = np.einsum("rij,rcj->rci", rot[r0:r1], rays[r0:r1]).reshape(-1, 3)
+            hits = self.scene.cast(origin, d)
+            lit = np.nan_to_num(hits.normal) @ self._to_light
+            shade = light.ambient + light.diffuse * np.clip(lit, 0.0, None)
+            colour = self._albedo[hits.index] * np.where(hits.index >= 0, shade, 1.0)[:, None]
+            image[r0:r1] = np.rint(np.clip(colour, 0, 1) * 255).reshape(r1 - r0, w, 3)
+            if depth is not None:
+                # z-depth: the ray's component along the optical axis (body x) is frame-free
+                depth[r0:r1] = hits.dist.reshape(r1 - r0, w) * rays[r0:r1, :, 0]
+        return CameraTruth(image=image, depth=depth)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from simconform.adapters.base import GnssTruth, ImuTruth, LidarTruth, OdomTruth
+from simconform.adapters.base import CameraTruth, GnssTruth, ImuTruth, LidarTruth, OdomTruth
 from simconform.frames import wrap_angle
-from simconform.spec import GnssSpec, ImuSpec, LidarSpec, OdomSpec
+from simconform.spec import CameraSpec, GnssSpec, ImuSpec, LidarSpec, OdomSpec
 
 
 class LidarRangeNoise:
@@ -116,11 +116,36 @@ class OdomNoise:
         return self.pose
 
 
+class ImageNoise:
+    """bias + sigma * N(0, 1) per pixel and channel, then clamp to [0, 255] and round to uint8:
+    the stages a real camera's output goes through, which the verifier accounts for."""
+
+    def __init__(self, spec: CameraSpec, rng: np.random.Generator) -> None:
+        self.bias = np.float32(spec.noise.intensity.bias)
+        self.sigma = np.float32(spec.noise.intensity.sigma)
+        self.rng = rng
+
+    def apply(self, s: CameraTruth) -> CameraTruth:
+        return CameraTruth(
+            image=apply_image_noise(s.image, self.bias, self.sigma, self.rng), depth=s.depth
+        )
+
+
+def apply_image_noise(image: np.ndarray, bias, sigma, rng: np.random.Generator) -> np.ndarray:
+    x = rng.standard_normal(image.shape, dtype=np.float32)
+    x *= sigma
+    x += image
+    x += bias
+    np.clip(x, 0, 255, out=x)
+    return np.rint(x).astype(np.uint8)
+
+
 def make_noise(spec, rng: np.random.Generator):
     kinds = {
         LidarSpec: LidarRangeNoise,
         ImuSpec: ImuNoise,
         GnssSpec: GnssNoise,
         OdomSpec: OdomNoise,
+        CameraSpec: ImageNoise,
     }
     return kinds[type(spec)](spec, rng)

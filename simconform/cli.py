@@ -7,6 +7,7 @@ recording has been verified).
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -74,6 +75,15 @@ def run(
     force: Annotated[
         bool, typer.Option("--force", help="Replace an existing run in --out.")
     ] = False,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            help="Worker processes rendering lidar/camera ahead (default: CPUs, max 4; "
+            "0: in-process).",
+            min=0,
+            max=64,
+        ),
+    ] = None,
     confidence: Annotated[float, typer.Option(help="Confidence level of every interval.")] = 0.95,
     progress: Annotated[
         bool | None,
@@ -99,6 +109,7 @@ def run(
         duration=duration,
         storage=storage,
         force=force,
+        jobs=min(os.cpu_count() or 1, 4) if jobs is None else jobs,
     )
     result = do_run(cfg, progress=progress)
     if result.stopped_by:

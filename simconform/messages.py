@@ -21,6 +21,9 @@ IMU = "sensor_msgs/msg/Imu"
 NAVSATFIX = "sensor_msgs/msg/NavSatFix"
 ODOMETRY = "nav_msgs/msg/Odometry"
 TFMESSAGE = "tf2_msgs/msg/TFMessage"
+IMAGE = "sensor_msgs/msg/Image"
+COMPRESSED = "sensor_msgs/msg/CompressedImage"
+CAMERA_INFO = "sensor_msgs/msg/CameraInfo"
 
 CLOUD_DTYPE = np.dtype(
     {
@@ -189,4 +192,78 @@ def transforms(items: list[tuple[int, str, str, np.ndarray, np.ndarray]]):
             )
             for st, parent, child, xyz, q in items
         ]
+    )
+
+
+def image_rgb8(img: np.ndarray, stamp: int, frame_id: str):
+    h, w = img.shape[:2]
+    return T[IMAGE](
+        header=header(stamp, frame_id),
+        height=h,
+        width=w,
+        encoding="rgb8",
+        is_bigendian=0,
+        step=3 * w,
+        data=np.frombuffer(np.ascontiguousarray(img).tobytes(), dtype=np.uint8),
+    )
+
+
+def image_depth(depth: np.ndarray, stamp: int, frame_id: str):
+    """32FC1 z-depth in metres (REP 118)."""
+    h, w = depth.shape
+    data = np.ascontiguousarray(depth, dtype="<f4").tobytes()
+    return T[IMAGE](
+        header=header(stamp, frame_id),
+        height=h,
+        width=w,
+        encoding="32FC1",
+        is_bigendian=0,
+        step=4 * w,
+        data=np.frombuffer(data, dtype=np.uint8),
+    )
+
+
+def compressed(data: bytes, stamp: int, frame_id: str, fmt: str = "rgb8; jpeg compressed bgr8"):
+    """CompressedImage with compressed_image_transport's format string."""
+    return T[COMPRESSED](
+        header=header(stamp, frame_id), format=fmt, data=np.frombuffer(data, dtype=np.uint8)
+    )
+
+
+def image_array(msg) -> np.ndarray:
+    """rgb8/bgr8/mono8 Image, or a CompressedImage (JPEG/PNG), as (h, w, 3) uint8 RGB."""
+    if msg.__msgtype__ == COMPRESSED:
+        from simconform.pipeline.encode import decode_image
+
+        return decode_image(bytes(msg.data))
+    raw = np.asarray(msg.data, dtype=np.uint8)
+    if msg.encoding in ("rgb8", "bgr8"):
+        rows = raw.reshape(msg.height, msg.step)[:, : 3 * msg.width]
+        img = rows.reshape(msg.height, msg.width, 3)
+        return img[..., ::-1] if msg.encoding == "bgr8" else img
+    if msg.encoding == "mono8":
+        rows = raw.reshape(msg.height, msg.step)[:, : msg.width]
+        return np.repeat(rows[..., None], 3, axis=2)
+    raise ValueError(f"unsupported image encoding {msg.encoding!r} (expected rgb8, bgr8, mono8)")
+
+
+def camera_info(
+    k: tuple[float, float, float, float], width: int, height: int, stamp: int, frame_id: str
+):
+    fx, fy, cx, cy = k
+    roi = T["sensor_msgs/msg/RegionOfInterest"](
+        x_offset=0, y_offset=0, height=0, width=0, do_rectify=False
+    )
+    return T[CAMERA_INFO](
+        header=header(stamp, frame_id),
+        height=height,
+        width=width,
+        distortion_model="plumb_bob",
+        d=np.zeros(5),
+        k=np.array([fx, 0, cx, 0, fy, cy, 0, 0, 1], dtype=float),
+        r=np.eye(3).ravel(),
+        p=np.array([fx, 0, cx, 0, 0, fy, cy, 0, 0, 0, 1, 0], dtype=float),
+        binning_x=0,
+        binning_y=0,
+        roi=roi,
     )

@@ -22,7 +22,7 @@ from rosbags.interfaces import (
     QosReliability,
     QosTime,
 )
-from rosbags.rosbag2 import StoragePlugin, Writer
+from rosbags.rosbag2 import CompressionFormat, CompressionMode, StoragePlugin, Writer
 
 from simconform.messages import TYPESTORE, serialize
 from simconform.trajectory import format_seconds
@@ -46,6 +46,8 @@ _LATCHED = Qos(
 class BagRecorder:
     def __init__(self, path: Path, storage: str = "mcap") -> None:
         self.writer = Writer(path, version=9, storage_plugin=STORAGES[storage])
+        if storage == "mcap":  # zstd chunks: truth images and clouds compress several-fold
+            self.writer.set_compression(CompressionMode.STORAGE, CompressionFormat.ZSTD)
         self.writer.open()
         self.connections: dict[str, Any] = {}
         self.heap: list[tuple[int, int, str, bytes]] = []

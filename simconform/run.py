@@ -7,6 +7,7 @@ captured so far stays readable and run.json says "complete": false.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import datetime as dt
 import hashlib
@@ -16,20 +17,38 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pymap3d
+from scipy.spatial.transform import Rotation
 
 from simconform import __version__, messages
 from simconform.adapters import get_backend
-from simconform.adapters.base import GnssTruth, ImuTruth, LidarTruth, OdomTruth, SensorBackend
+from simconform.adapters.base import (
+    CameraTruth,
+    GnssTruth,
+    ImuTruth,
+    LidarTruth,
+    OdomTruth,
+    SensorBackend,
+)
 from simconform.errors import UserError
 from simconform.frames import Pose
 from simconform.pipeline.chain import SensorPipeline
 from simconform.pipeline.noise import se2_increment
 from simconform.pipeline.schedule import capture_times
 from simconform.record import BagRecorder, TumWriter, write_json_atomic
-from simconform.spec import GnssSpec, ImuSpec, LidarSpec, OdomSpec, Spec, load_spec
+from simconform.spec import (
+    OPTICAL_TO_BODY,
+    CameraSpec,
+    GnssSpec,
+    ImuSpec,
+    LidarSpec,
+    OdomSpec,
+    Spec,
+    load_spec,
+)
 from simconform.trajectory import Trajectory, load_trajectory
 from simconform.world import World, load_world
 
@@ -51,6 +70,7 @@ class RunConfig:
     duration: float | None = None
     storage: str = "mcap"
     force: bool = False
+    jobs: int = 0  # worker processes rendering lidar/camera ahead; 0 renders in-process
 
 
 @dataclass
@@ -179,7 +199,9 @@ class SensorRecorder:
 
     def __init__(self, name: str, spec: Spec, world: World, bag: BagRecorder, gt_dir: Path):
         self.name = name
+        self.spec = spec
         self.s = spec.sensors[name]
+        self.optical = f"{name}_optical_frame"
         self.topic = spec.topic(name)
         self.frame = spec.frame(name)
         self.base = spec.base_frame
@@ -191,26 +213,72 @@ class SensorRecorder:
         self.captures = 0
         self.published = 0
 
+    KINDS: ClassVar[dict] = {
+        LidarSpec: messages.POINTCLOUD2,
+        ImuSpec: messages.IMU,
+        GnssSpec: messages.NAVSATFIX,
+        OdomSpec: messages.ODOMETRY,
+    }
+
     def topics(self) -> list[tuple[str, str]]:
-        base = self.topic
-        kind = {
-            LidarSpec: messages.POINTCLOUD2,
-            ImuSpec: messages.IMU,
-            GnssSpec: messages.NAVSATFIX,
-            OdomSpec: messages.ODOMETRY,
-        }[type(self.s)]
-        return [(base, kind), ("/truth" + base, kind)]
+        """Every (topic, type) this sensor writes, published first, then truth."""
+        pub, truth = self.spec.data_topics(self.name)
+        if isinstance(self.s, CameraSpec):
+            img = messages.COMPRESSED if self.s.encoding == "jpeg" else messages.IMAGE
+            out = [
+                (pub, img),
+                (f"{self.topic}/camera_info", messages.CAMERA_INFO),
+                (truth, messages.IMAGE),
+            ]
+            if self.s.depth:
+                out.append((f"/truth{self.topic}/depth", messages.IMAGE))
+            return out
+        kind = self.KINDS[type(self.s)]
+        return [(pub, kind), (truth, kind)]
 
     def record(self, t_ns: int, truth, published, xyz, quat) -> None:
         self.captures += 1
         self.gt.write(t_ns, xyz, quat)
-        topic, kind = self.topics()[0]
-        self.bag.push("/truth" + topic, kind, self._msg(truth, t_ns, "truth"), t_ns)
+        for topic, kind, msg in self._truth_msgs(truth, t_ns):
+            self.bag.push(topic, kind, msg, t_ns)
         if published.sample is not None:
             self.published += 1
-            self.bag.push(
-                topic, kind, self._msg(published.sample, t_ns, "pub"), published.publish_ns
-            )
+            for topic, kind, msg in self._published_msgs(published.sample, t_ns):
+                self.bag.push(topic, kind, msg, published.publish_ns)
+
+    def _truth_msgs(self, truth, t_ns: int):
+        topics = self.topics()
+        if isinstance(truth, CameraTruth):
+            yield topics[2][0], messages.IMAGE, messages.image_rgb8(truth.image, t_ns, self.optical)
+            if truth.depth is not None:
+                yield (
+                    topics[3][0],
+                    messages.IMAGE,
+                    messages.image_depth(truth.depth, t_ns, self.optical),
+                )
+            return
+        yield topics[1][0], topics[1][1], self._msg(truth, t_ns, "truth")
+
+    def _published_msgs(self, sample, t_ns: int):
+        topics = self.topics()
+        if isinstance(sample, CameraTruth):
+            s = self.s
+            if sample.encoded is not None:
+                yield (
+                    topics[0][0],
+                    messages.COMPRESSED,
+                    messages.compressed(sample.encoded, t_ns, self.optical),
+                )
+            else:
+                yield (
+                    topics[0][0],
+                    messages.IMAGE,
+                    messages.image_rgb8(sample.image, t_ns, self.optical),
+                )
+            info = messages.camera_info(s.k(), s.width, s.height, t_ns, self.optical)
+            yield topics[1][0], messages.CAMERA_INFO, info
+            return
+        yield topics[0][0], topics[0][1], self._msg(sample, t_ns, "pub")
 
     def _msg(self, sample, t_ns: int, which: str):
         s = self.s
@@ -242,7 +310,18 @@ def run(cfg: RunConfig, progress: bool | None = None) -> RunResult:
     backend.open(inp.world, inp.spec)  # BackendUnavailable surfaces before anything is written
     try:
         prepare_out(cfg.out, cfg.force)
-        return _record(cfg, inp, backend, progress)
+        pool = None
+        if cfg.jobs > 0 and any(
+            isinstance(s, LidarSpec | CameraSpec) for s in inp.spec.sensors.values()
+        ):
+            from simconform.prefetch import CapturePool
+
+            pool = CapturePool(cfg.jobs, cfg.backend, cfg.world, cfg.spec, cfg.trajectory)
+        try:
+            return _record(cfg, inp, backend, progress, pool)
+        finally:
+            if pool is not None:
+                pool.close()
     finally:
         backend.close()
 
@@ -272,7 +351,7 @@ def _manifest(cfg: RunConfig, inp: Inputs) -> dict:
 
 
 def _record(
-    cfg: RunConfig, inp: Inputs, backend: SensorBackend, progress: bool | None
+    cfg: RunConfig, inp: Inputs, backend: SensorBackend, progress: bool | None, pool=None
 ) -> RunResult:
     out = cfg.out
     out.mkdir(parents=True)
@@ -296,12 +375,25 @@ def _record(
         (inp.start_ns, spec.base_frame, spec.frame(n), r.mount.t, r.mount.quat())
         for n, r in zip(names, recorders)
     ]
+    optical = Rotation.from_matrix(OPTICAL_TO_BODY).as_quat()
+    static += [
+        (inp.start_ns, spec.frame(n), r.optical, np.zeros(3), optical)
+        for n, r in zip(names, recorders)
+        if isinstance(r.s, CameraSpec)
+    ]
     bag.push("/tf_static", messages.TFMESSAGE, messages.transforms(static), inp.start_ns)
     base_gt = TumWriter(out / "gt" / "base_link.tum")
 
     times, who = schedule(spec, inp.start_ns, inp.end_ns)
     feeds = [
-        _Feed(backend, n, spec.sensors[n].rate_hz, inp, rec.mount)
+        _Feed(
+            backend,
+            n,
+            spec.sensors[n].rate_hz,
+            inp,
+            rec.mount,
+            pool if isinstance(spec.sensors[n], LidarSpec | CameraSpec) else None,
+        )
         for n, rec in zip(names, recorders)
     ]
     tf_feed = _Feed(None, "tf", TF_RATE_HZ, inp, Pose.identity())
@@ -348,31 +440,49 @@ def _record(
 
 class _Feed:
     """One sensor's captures in order: truth from the backend in batches of about one second of
-    simulation time (so backends can vectorise), and the sensor's ground-truth pose."""
+    simulation time (so backends can vectorise), and the sensor's ground-truth pose. With a
+    CapturePool, the next batches are rendered ahead in worker processes."""
 
-    def __init__(self, backend, name: str, rate_hz: float, inp: Inputs, mount: Pose) -> None:
-        self.backend, self.name, self.traj = backend, name, inp.trajectory
-        self.times = capture_times(rate_hz, inp.start_ns, inp.end_ns)
-        self.batch = max(1, int(rate_hz))
+    AHEAD = 3  # batches in flight per sensor
+
+    def __init__(
+        self, backend, name: str, rate_hz: float, inp: Inputs, mount: Pose, pool=None
+    ) -> None:
+        self.backend, self.name, self.traj, self.pool = backend, name, inp.trajectory, pool
+        times = capture_times(rate_hz, inp.start_ns, inp.end_ns)
+        step = max(1, int(rate_hz))
+        self.chunks = [times[i : i + step] for i in range(0, len(times), step)]
         self.mount = mount
-        self.k = 0
+        self.next_chunk = 0
+        self.pending: collections.deque = collections.deque()
+        self.times = np.zeros(0, dtype=np.int64)
         self.buffer: list = []
-        self.buf_xyz = self.buf_q = np.zeros((0, 3))
         self.j = 0
+
+    def _request(self) -> None:
+        while self.next_chunk < len(self.chunks) and len(self.pending) < (
+            self.AHEAD if self.pool else 1
+        ):
+            chunk = self.chunks[self.next_chunk]
+            self.next_chunk += 1
+            if self.backend is None:
+                work = [None] * len(chunk)
+            elif self.pool is not None:
+                work = self.pool.submit(self.name, chunk)
+            else:
+                work = self.backend.capture_batch(self.name, chunk, self.traj)
+            self.pending.append((chunk, work))
 
     def next(self, t_ns: int):
         if self.j >= len(self.buffer):
-            chunk = self.times[self.k : self.k + self.batch]
-            self.k += len(chunk)
+            self._request()
+            chunk, work = self.pending.popleft()
+            self.buffer = work if isinstance(work, list) else work.result()
             poses = self.traj.pose_at(chunk).compose(self.mount)
-            self.buf_xyz, self.buf_q = poses.t, poses.quat()
-            self.buffer = (
-                self.backend.capture_batch(self.name, chunk, self.traj)
-                if self.backend is not None
-                else [None] * len(chunk)
-            )
+            self.times, self.buf_xyz, self.buf_q = chunk, poses.t, poses.quat()
             self.j = 0
-        if int(self.times[self.k - len(self.buffer) + self.j]) != t_ns:
+            self._request()
+        if int(self.times[self.j]) != t_ns:
             raise RuntimeError(f"{self.name}: capture schedule out of step at {t_ns} ns")
         j = self.j
         self.j += 1

@@ -190,9 +190,81 @@ class OdomSpec(_Sensor):
     noise: OdomNoise = OdomNoise()
 
 
-SensorSpec = Annotated[LidarSpec | ImuSpec | GnssSpec | OdomSpec, Field(discriminator="type")]
+class Intrinsics(Strict):
+    """Pinhole intrinsics in pixels, ROS CameraInfo convention (pixel centres at integers)."""
 
-DEFAULT_TOPICS = {"lidar": "/lidar/points", "imu": "/imu", "gnss": "/gps/fix", "odom": "/odom"}
+    fx: Annotated[float, Field(gt=0)]
+    fy: Annotated[float, Field(gt=0)]
+    cx: float
+    cy: float
+
+
+class CameraNoise(Strict):
+    intensity: ScalarNoise = ScalarNoise()  # per pixel and channel, in 8-bit intensity levels
+
+
+class CameraSpec(_Sensor):
+    """Pinhole camera. Rays are cast in the optical frame (z forward, x right, y down; REP 103
+    `_optical` suffix); the mount gives the camera body frame (x forward, z up). With a rolling
+    shutter, row r is exposed at r / height * readout_ms after the frame's capture time."""
+
+    type: Literal["camera"]
+    width: Annotated[int, Field(ge=1, le=8192)]
+    height: Annotated[int, Field(ge=1, le=8192)]
+    hfov_deg: Annotated[float, Field(gt=0, lt=180)] | None = None
+    intrinsics: Intrinsics | None = None
+    shutter: Literal["global", "rolling"] = "global"
+    readout_ms: Annotated[float, Field(gt=0, le=1000)] = 20.0
+    encoding: Literal["jpeg", "raw"] = "jpeg"
+    jpeg_quality: Annotated[int, Field(ge=1, le=100)] = 90
+    jpeg_subsampling: Literal["4:4:4", "4:2:2", "4:2:0"] = "4:2:0"
+    depth: bool = True
+    noise: CameraNoise = CameraNoise()
+
+    @model_validator(mode="after")
+    def _one_intrinsics(self) -> CameraSpec:
+        if (self.hfov_deg is None) == (self.intrinsics is None):
+            raise ValueError(
+                "give either hfov_deg or intrinsics (fx fy cx cy), not both or neither"
+            )
+        return self
+
+    def k(self) -> tuple[float, float, float, float]:
+        """(fx, fy, cx, cy); from hfov the outer pixel edges lie exactly on the FOV."""
+        if self.intrinsics is not None:
+            i = self.intrinsics
+            return i.fx, i.fy, i.cx, i.cy
+        fx = 0.5 * self.width / np.tan(np.deg2rad(self.hfov_deg) / 2)
+        return fx, fx, (self.width - 1) / 2, (self.height - 1) / 2
+
+    def rays_optical(self) -> np.ndarray:
+        """Unit rays (height, width, 3) through the pixel centres, optical frame."""
+        fx, fy, cx, cy = self.k()
+        u = (np.arange(self.width) - cx) / fx
+        v = (np.arange(self.height) - cy) / fy
+        d = np.stack(np.broadcast_arrays(u[None, :], v[:, None], np.ones((1, 1))), axis=-1)
+        return d / np.linalg.norm(d, axis=-1, keepdims=True)
+
+    def row_offsets_s(self) -> np.ndarray:
+        if self.shutter == "global":
+            return np.zeros(self.height)
+        return np.arange(self.height) / self.height * self.readout_ms * 1e-3
+
+
+# optical frame (z forward, x right, y down) -> body frame (x forward, y left, z up)
+OPTICAL_TO_BODY = np.array([[0.0, 0.0, 1.0], [-1.0, 0.0, 0.0], [0.0, -1.0, 0.0]])
+
+SensorSpec = Annotated[
+    LidarSpec | ImuSpec | GnssSpec | OdomSpec | CameraSpec, Field(discriminator="type")
+]
+
+DEFAULT_TOPICS = {
+    "lidar": "/lidar/points",
+    "imu": "/imu",
+    "gnss": "/gps/fix",
+    "odom": "/odom",
+    "camera": "/camera",
+}
 
 
 class Spec(Strict):
@@ -224,6 +296,14 @@ class Spec(Strict):
 
     def frame(self, name: str) -> str:
         return self.sensors[name].frame_id or f"{name}_link"
+
+    def data_topics(self, name: str) -> tuple[str, str]:
+        """(published topic, truth topic) whose messages pair by header.stamp."""
+        s, base = self.sensors[name], self.topic(name)
+        if isinstance(s, CameraSpec):
+            pub = f"{base}/image/compressed" if s.encoding == "jpeg" else f"{base}/image"
+            return pub, f"/truth{base}/image"
+        return base, "/truth" + base
 
 
 def load_spec(path: str | Path) -> Spec:

@@ -86,11 +86,39 @@ def test_pointcloud_organized_with_nan_for_lost_points(short_run: Path) -> None:
     assert 0.05 < lost < 0.15  # 10 % configured point dropout
 
 
+def test_camera_topics(short_run: Path) -> None:
+    from simconform.messages import image_array
+
+    msgs = read_bag(short_run / "bag")
+    _, comp = msgs["/camera/image/compressed"][0]
+    assert comp.format == "rgb8; jpeg compressed bgr8" and bytes(comp.data[:2]) == b"\xff\xd8"
+    assert image_array(comp).shape == (480, 640, 3)
+    _, info = msgs["/camera/camera_info"][0]
+    assert info.header.frame_id == "camera_optical_frame" and (info.width, info.height) == (
+        640,
+        480,
+    )
+    assert np.isclose(info.k[0], 320.0) and np.isclose(info.k[2], 319.5)
+    _, truth = msgs["/truth/camera/image"][0]
+    assert truth.encoding == "rgb8" and truth.step == 3 * 640
+    _, depth = msgs["/truth/camera/depth"][0]
+    assert depth.encoding == "32FC1"
+    assert len(msgs["/truth/camera/image"]) == 30 == len(msgs["/truth/camera/depth"])
+    assert len(msgs["/camera/camera_info"]) == len(msgs["/camera/image/compressed"])
+    ((_, static),) = msgs["/tf_static"]
+    pairs = {(t.header.frame_id, t.child_frame_id) for t in static.transforms}
+    assert {
+        ("map", "odom"),
+        ("base_link", "lidar_link"),
+        ("camera_link", "camera_optical_frame"),
+    } <= pairs
+
+
 def test_ground_truth_files_and_manifest(short_run: Path) -> None:
     manifest = json.loads((short_run / "run.json").read_text())
     assert manifest["complete"] is True and manifest["seed"] == 1234
     assert manifest["backend"] == "reference" and manifest["storage"] == "mcap"
-    assert manifest["captures"] == {"lidar": 30, "imu": 300, "gnss": 30, "odom": 60}
+    assert manifest["captures"] == {"lidar": 30, "imu": 300, "gnss": 30, "odom": 60, "camera": 30}
     for key in ("simconform", "git_commit", "spec_sha256", "world_sha256", "trajectory_sha256"):
         assert key in manifest
     base = np.loadtxt(short_run / "gt" / "base_link.tum")

@@ -13,7 +13,7 @@ from scipy.stats import binom
 
 from simconform.messages import cloud_arrays, odom_pose
 from simconform.pipeline.noise import se2_increment
-from simconform.spec import GnssSpec, ImuSpec, LidarSpec, OdomSpec
+from simconform.spec import CameraSpec, GnssSpec, ImuSpec, LidarSpec, OdomSpec
 from simconform.verify import stats
 from simconform.verify import tolerances as tl
 from simconform.verify.pairing import Pair, Unpaired
@@ -371,4 +371,8 @@ def make_accumulator(name: str, spec, level: float, duration_s: float, world_ori
         return GnssAccumulator(name, spec, level, duration_s, world_origin)
     if isinstance(spec, OdomSpec):
         return OdomAccumulator(name, spec, level, duration_s)
+    if isinstance(spec, CameraSpec):
+        from simconform.verify.camera import CameraAccumulator
+
+        return CameraAccumulator(name, spec, level, duration_s)
     raise TypeError(type(spec).__name__)

@@ -42,17 +42,21 @@ class BagSummary:
 
 def stream_pairs(
     bag: Path,
-    topics: dict[str, str],
+    topics: dict[str, tuple[str, str]],
     decode: dict[str, Callable[[object], object]],
     summary: BagSummary,
 ) -> Iterator[tuple[str, Pair | Unpaired]]:
     """Yield (sensor, Pair) as matches arrive, then (sensor, Unpaired) for every leftover truth.
 
-    topics maps published topic -> sensor name; truth topics are '/truth' + topic. `decode`
-    turns a deserialized message into the compact form the sensor's accumulator wants.
+    topics maps sensor name -> (published topic, truth topic). `decode` turns a deserialized
+    message into the compact form the sensor's accumulator wants.
     """
-    wanted = set(topics) | {"/truth" + t for t in topics}
-    pending: dict[str, dict[int, object]] = {s: {} for s in topics.values()}
+    role = {}
+    for sensor, (pub, truth_topic) in topics.items():
+        role[pub] = (sensor, False)
+        role[truth_topic] = (sensor, True)
+    wanted = set(role)
+    pending: dict[str, dict[int, object]] = {s: {} for s in topics}
     try:
         reader = AnyReader([bag], default_typestore=TYPESTORE)
         reader.open()
@@ -83,9 +87,7 @@ def stream_pairs(
             summary.messages += 1
             summary.readable_until_ns = log_ns
             msg = reader.deserialize(raw, conn.msgtype)
-            truth = conn.topic.startswith("/truth/")
-            topic = conn.topic[len("/truth") :] if truth else conn.topic
-            sensor = topics[topic]
+            sensor, truth = role[conn.topic]
             st = stamp_ns(msg.header)
             value = decode[sensor](msg)
             if truth:

@@ -21,6 +21,7 @@ def _plt():
 
 def histogram(path: Path, sensor: str, fields: dict[str, dict]) -> Path:
     plt = _plt()
+    fields = {k: v for k, v in fields.items() if not k.startswith("_")}
     n = len(fields)
     cols = min(3, n)
     rows = int(np.ceil(n / cols))
@@ -99,11 +100,34 @@ def _to_band(v: float, lo: float, c: float, hi: float) -> float:
     return (v - c) / (above if above > 0 else below)
 
 
+def triptych(path: Path, sensor: str, images: dict[str, np.ndarray]) -> Path:
+    """Truth, published and their difference for one frame."""
+    plt = _plt()
+    truth, pub = images["truth"], images["published"]
+    diff = np.abs(pub.astype(np.int16) - truth.astype(np.int16)).max(axis=2)
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    axes[0].imshow(truth)
+    axes[0].set_title(f"{sensor}: truth")
+    axes[1].imshow(pub)
+    axes[1].set_title("published (after noise and encoding)")
+    im = axes[2].imshow(diff, cmap="magma", vmin=0, vmax=max(1, int(np.percentile(diff, 99.5))))
+    axes[2].set_title("|published - truth| (max over channels)")
+    fig.colorbar(im, ax=axes[2], fraction=0.035)
+    for ax in axes:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
 def write_plots(out: Path, report: dict, samples: dict[str, dict]) -> list[Path]:
     paths = []
     for sensor, fields in samples.items():
-        if fields:
+        if any(not k.startswith("_") for k in fields):
             paths.append(histogram(out / f"{sensor}_errors.png", sensor, fields))
+        if "_images" in fields:
+            paths.append(triptych(out / f"{sensor}_frame.png", sensor, fields["_images"]))
     chart = conformance(out / "conformance.png", report)
     if chart is not None:
         paths.append(chart)

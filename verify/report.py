@@ -34,16 +34,25 @@ def rows(report: dict):
                 continue
             ci = f"[{fmt(m['ci'][0])}, {fmt(m['ci'][1])}]"
             tol = f"[{fmt(m['tolerance'][0])}, {fmt(m['tolerance'][1])}]"
+            note = f"n = {m['n']}"
+            if "predicted" in m:
+                note += f"; predicted after clamp/round/encode {fmt(m['predicted'])}"
+            if m.get("encoding_only_rmse") is not None:
+                note += (
+                    f"; encoding alone: rmse {fmt(m['encoding_only_rmse'])}, "
+                    f"{100 * m['encoding_share_of_mse']:.0f} % of the error"
+                )
             yield (
                 sname,
                 mname,
-                fmt(m["configured"]),
+                fmt(m["configured"])
+                + (f" (predicted {fmt(m['predicted'])})" if "predicted" in m else ""),
                 fmt(m["measured"]),
                 ci,
                 tol,
                 m["verdict"],
                 m["unit"],
-                f"n = {m['n']}",
+                note,
             )
 
 

@@ -47,7 +47,7 @@ def verify_run(run_dir: Path, level: float = 0.95, write: bool = True) -> dict:
         raise from_validation(run_dir / "run.json", err) from None
     duration_s = (manifest["end_ns"] - manifest["start_ns"]) / 1e9
     accs = {n: make_accumulator(n, s, level, duration_s, origin) for n, s in spec.sensors.items()}
-    topics = {spec.topic(n): n for n in spec.sensors}
+    topics = {n: spec.data_topics(n) for n in spec.sensors}
     decode = {n: type(a).decode for n, a in accs.items()}
     summary = BagSummary()
     for sensor, item in stream_pairs(run_dir / "bag", topics, decode, summary):
@@ -55,13 +55,16 @@ def verify_run(run_dir: Path, level: float = 0.95, write: bool = True) -> dict:
             accs[sensor].add(item)
         except ValueError as exc:
             raise UserError(
-                run_dir / "bag", spec.topic(sensor), getattr(item, "stamp_ns", None), str(exc)
+                run_dir / "bag",
+                spec.data_topics(sensor)[0],
+                getattr(item, "stamp_ns", None),
+                str(exc),
             ) from None
     sensors = {}
     for name, acc in accs.items():
         sensors[name] = {
             "type": spec.sensors[name].type,
-            "topic": spec.topic(name),
+            "topic": spec.data_topics(name)[0],
             "captures": len(acc.truth_stamps),
             "published": len(acc.pub_stamps),
             "metrics": acc.metrics(),

@@ -1,0 +1,42 @@
+"""Encode stage (camera): JPEG with a real encoder (Pillow / libjpeg-turbo), or raw rgb8.
+
+Runs after noise -> clamp -> round and before dropout, as on a camera driver; the encoder is
+deterministic, so the same inputs and seed still give byte-identical bags.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+from PIL import Image
+
+from simconform.adapters.base import CameraTruth
+from simconform.spec import CameraSpec
+
+SUBSAMPLING = {"4:4:4": 0, "4:2:2": 1, "4:2:0": 2}
+
+
+def encode_jpeg(image: np.ndarray, quality: int, subsampling: str) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(image, "RGB").save(
+        buf, "JPEG", quality=quality, subsampling=SUBSAMPLING[subsampling], optimize=False
+    )
+    return buf.getvalue()
+
+
+def decode_image(data: bytes) -> np.ndarray:
+    """JPEG or PNG bytes to an (h, w, 3) uint8 RGB array."""
+    with Image.open(io.BytesIO(data)) as im:
+        return np.asarray(im.convert("RGB"))
+
+
+class EncodeStage:
+    def __init__(self, spec: CameraSpec) -> None:
+        self.spec = spec
+
+    def apply(self, s: CameraTruth) -> CameraTruth:
+        if self.spec.encoding == "raw":
+            return s
+        data = encode_jpeg(s.image, self.spec.jpeg_quality, self.spec.jpeg_subsampling)
+        return CameraTruth(image=s.image, depth=s.depth, encoded=data)

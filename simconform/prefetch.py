@@ -1,0 +1,53 @@
+"""Capture heavy sensors (lidar sweeps, camera frames) ahead of time in worker processes.
+
+Truth is a pure function of (sensor, time, world, trajectory), so rendering it in parallel
+changes nothing in the bag: the main process still runs the seeded pipeline and writes every
+message in order. Workers ignore SIGINT, so Ctrl-C reaches only the main process, which then
+stops at the next sample and closes the bag.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import signal
+from concurrent.futures import Future, ProcessPoolExecutor
+
+import numpy as np
+
+_backend = None
+_trajectory = None
+
+
+def _init(backend: str, world: str, spec: str, trajectory: str) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    global _backend, _trajectory
+    from simconform.adapters import get_backend
+    from simconform.spec import load_spec
+    from simconform.trajectory import load_trajectory
+    from simconform.world import load_world
+
+    w = load_world(world)
+    _trajectory = load_trajectory(trajectory, w)
+    _backend = get_backend(backend)
+    _backend.open(w, load_spec(spec))
+
+
+def _capture(sensor: str, times: np.ndarray) -> list:
+    return _backend.capture_batch(sensor, times, _trajectory)
+
+
+class CapturePool:
+    def __init__(self, jobs: int, backend: str, world, spec, trajectory) -> None:
+        ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
+        self.pool = ProcessPoolExecutor(
+            max_workers=jobs,
+            mp_context=ctx,
+            initializer=_init,
+            initargs=(backend, str(world), str(spec), str(trajectory)),
+        )
+
+    def submit(self, sensor: str, times: np.ndarray) -> Future:
+        return self.pool.submit(_capture, sensor, times)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,76 @@
+"""`simconform replay`: verify a bag recorded from another simulator or a real robot.
+
+Registered in simconform/cli.py as `app.command("replay")(replay_command)`. Exit codes as for
+`simconform run`: 0 every metric passes, 1 any fails or is inconclusive, 2 bad input (raised
+as UserError and turned into one line by cli.main, with nothing written).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from simconform.errors import UserError
+
+
+def replay_command(
+    bag: Annotated[
+        Path,
+        typer.Argument(
+            help="Source bag: rosbag2 folder (MCAP or sqlite3), .mcap file or ROS 1 .bag.",
+            metavar="BAG",
+        ),
+    ],
+    map: Annotated[
+        Path,
+        typer.Option(
+            "--map", help="Topic map (YAML): which topic is which sensor, where ground truth is."
+        ),
+    ],
+    out: Annotated[Path, typer.Option(help="Run folder to create.")],
+    world: Annotated[
+        Path | None, typer.Option(help="World file (YAML); default: the map's world.")
+    ] = None,
+    spec: Annotated[
+        Path | None, typer.Option(help="Sensor spec (YAML); default: the map's spec.")
+    ] = None,
+    confidence: Annotated[float, typer.Option(help="Confidence level of every interval.")] = 0.95,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace an existing run in --out.")
+    ] = False,
+) -> None:
+    """Re-record a foreign bag in simconform's layout with its truth, then verify it."""
+    from rich.console import Console
+
+    from simconform.adapters.replay import ReplayConfig, replay
+    from simconform.cli import exit_code, print_table
+    from simconform.verify.verifier import verify_run
+
+    if not 0.5 <= confidence < 1:
+        raise UserError(None, "--confidence", confidence, "expected a level in [0.5, 1)")
+    result = replay(ReplayConfig(bag=bag, map=map, out=out, world=world, spec=spec, force=force))
+    err = Console(stderr=True, highlight=False)
+    sec = result.replay
+    err.print(
+        f"replay: {sec['source_format']} read with {sec['read_with']}, "
+        f"{sec['messages_read']} messages, truth {result.truth}"
+    )
+    for name, info in sec["sensors"].items():
+        p = info.get("pairing")
+        if p and p["share_beyond_half_bin"] is not None:
+            res = p["residual_deg"]
+            err.print(
+                f"  {name}: paired {p['points_paired']} points by {p['method']}, "
+                f"{p['share_beyond_half_bin']:.2%} beyond half a bin, "
+                f"residual p95 {res['p95'] or 0:.3g} deg"
+            )
+    for w in sec["warnings"]:
+        err.print(f"[yellow]warning[/]: {w}")
+    if not result.complete:
+        err.print(f"[yellow]incomplete source[/]: {result.reason}; verified what was readable")
+    report = verify_run(result.out, confidence)
+    print_table(report)
+    print(f"report: {result.out / 'report' / 'report.md'}")
+    raise typer.Exit(exit_code(report))
