@@ -21,6 +21,7 @@ from simconform.adapters.base import (
     SensorBackend,
     TruthSample,
 )
+from simconform.adapters.sweep import lidar_sweep
 from simconform.frames import Pose
 from simconform.spec import (
     OPTICAL_TO_BODY,
@@ -55,6 +56,7 @@ class ReferenceBackend(SensorBackend):
             for n, s in spec.sensors.items()
             if isinstance(s, CameraSpec)
         }
+        self._reflectivity = np.array([o.reflectivity for o in world.objects] + [0.0])
         self._albedo = np.array([o.color for o in world.objects] + [world.sky_color])
         light = np.asarray(world.light.direction, dtype=float)
         self._to_light = -light / np.linalg.norm(light)
@@ -86,34 +88,18 @@ class ReferenceBackend(SensorBackend):
         return super().capture_batch(sensor, times_ns, motion)
 
     def _lidar(self, name: str, s: LidarSpec, t_ns: int, motion: Motion) -> LidarTruth:
-        offsets = s.column_offsets_s()
-        col_ns = t_ns + np.round(offsets * 1e9).astype(np.int64)
-        col_ns = np.minimum(col_ns, motion.end_ns)
-        sensor = motion.pose_at(col_ns).compose(self.mounts[name])  # one pose per column
-        start = sensor[0]
-        local = self._dirs[name]  # (R, C, 3)
-        rings, cols = local.shape[:2]
-        r_world = sensor.rot.as_matrix()  # (C, 3, 3)
-        d_world = np.einsum("cij,rcj->rci", r_world, local)
-        origins = np.broadcast_to(sensor.t[None, :, :], (rings, cols, 3))
-        hits = self.scene.cast(origins.reshape(-1, 3), d_world.reshape(-1, 3), 0.0, s.range.max)
-        dist = hits.dist.reshape(rings, cols)
-        valid = np.isfinite(dist) & (dist >= s.range.min) & (dist <= s.range.max)
-        ranges = np.where(valid, dist, np.nan)
-        p_world = origins + d_world * ranges[..., None]
-        inv = start.inverse()
-        points = inv.apply(p_world.reshape(-1, 3)).reshape(rings, cols, 3)
-        directions = inv.rot.apply(d_world.reshape(-1, 3)).reshape(rings, cols, 3)
-        cos_inc = np.abs(np.einsum("ij,ij->i", hits.normal, d_world.reshape(-1, 3)))
-        refl = np.array([o.reflectivity for o in self.world.objects] + [0.0])[hits.index]
-        intensity = np.where(valid, (refl * cos_inc).reshape(rings, cols), 0.0)
-        t_off = np.broadcast_to(offsets[None, :], (rings, cols))
-        return LidarTruth(
-            points=points,
-            directions=directions,
-            ranges=ranges,
-            intensity=np.nan_to_num(intensity).astype(np.float32),
-            t_offset=t_off.astype(np.float32),
+        def cast(origins, d_world, max_range):
+            rings, cols = d_world.shape[:2]
+            o = np.broadcast_to(origins[None, :, :], (rings, cols, 3)).reshape(-1, 3)
+            hits = self.scene.cast(o, d_world.reshape(-1, 3), 0.0, max_range)
+            return (
+                hits.dist.reshape(rings, cols),
+                hits.normal.reshape(rings, cols, 3),
+                hits.index.reshape(rings, cols),
+            )
+
+        return lidar_sweep(
+            s, self.mounts[name], self._dirs[name], t_ns, motion, cast, self._reflectivity
         )
 
     def _imu(self, name: str, s: ImuSpec, t_ns: np.ndarray, motion: Motion) -> list[ImuTruth]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,9 @@ import yaml
 from simconform.run import DEMO_SPEC, DEMO_TRAJECTORY, DEMO_WORLD, RunConfig, run
 
 REPO = Path(__file__).resolve().parent.parent
+# MuJoCo reads MUJOCO_GL once, at import: choose before any test imports it
+os.environ.setdefault("MUJOCO_GL", "osmesa")
+os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
 
 
 def cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:

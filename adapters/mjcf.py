@@ -1,0 +1,155 @@
+"""World to MuJoCo MJCF: every world object becomes one static geom in the worldbody.
+
+The MuJoCo backend ray casts against this model with `mj_ray` / `mj_multiRay`, so geometry and
+placement must match `simconform.world` exactly:
+
+- plane: `type="plane"` with size "0 0 1" (infinite), its local +z turned onto the normal;
+- box / cylinder: MuJoCo sizes are half sizes (cylinder: "radius half_length");
+- mesh: an inline `<mesh>` asset from `World.mesh_triangles`, already in the map frame, so its
+  geom sits at the identity pose.
+
+Known differences from the exact reference geometry (`simconform.adapters.raycast`):
+
+- MuJoCo planes are one-sided: a ray from below the plane (against its normal) misses it.
+- MuJoCo stores mesh vertices as float32, so mesh hits carry ~1e-7 relative error.
+- `mj_ray` intersects a mesh's actual triangles (not the convex hull used for collisions), so
+  concave meshes ray cast correctly.
+
+MuJoCo quaternions are w x y z; scipy's are x y z w.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+from xml.sax.saxutils import quoteattr
+
+import numpy as np
+from scipy.spatial.transform import Rotation
+
+from simconform.world import Box, Cylinder, Mesh, Plane, Sphere, World
+
+if TYPE_CHECKING:
+    import mujoco
+
+# Custom text element listing the world geoms' names in world order, so that a compiled model
+# maps its geoms back to world objects without the World at hand.
+OBJECTS_TEXT = "simconform_objects"
+
+
+def _num(x: float) -> str:
+    """Shortest text that reads back as the same float64 (MJCF parses doubles)."""
+    return repr(float(x))
+
+
+def _vec(v) -> str:
+    return " ".join(_num(x) for x in np.ravel(v))
+
+
+def _quat_wxyz(rot: Rotation) -> str:
+    x, y, z, w = rot.as_quat()
+    return _vec((w, x, y, z))
+
+
+def _plane_rotation(normal) -> Rotation:
+    """Rotation taking local +z onto `normal` (MuJoCo planes face +z)."""
+    n = np.asarray(normal, dtype=float)
+    n = n / np.linalg.norm(n)
+    axis = np.cross([0.0, 0.0, 1.0], n)
+    s = np.linalg.norm(axis)
+    if s < 1e-12:
+        return Rotation.identity() if n[2] > 0 else Rotation.from_euler("x", np.pi)
+    return Rotation.from_rotvec(axis / s * np.arctan2(s, n[2]))
+
+
+def geom_names(world: World) -> list[str]:
+    """One unique, space-free geom name per world object: its name, else f"obj{i}"."""
+    names: list[str] = []
+    taken: set[str] = set()
+    for i, obj in enumerate(world.objects):
+        name = re.sub(r"\s+", "_", obj.name) if obj.name else f"obj{i}"
+        if name in taken:
+            name = f"{name}_obj{i}"
+        taken.add(name)
+        names.append(name)
+    return names
+
+
+def world_to_mjcf(world: World, extra_bodies: str = "") -> str:
+    """MJCF XML for `world`; `extra_bodies` (XML) is appended inside the worldbody."""
+    names = geom_names(world)
+    assets: list[str] = []
+    geoms: list[str] = []
+    for i, (obj, name) in enumerate(zip(world.objects, names, strict=True)):
+        rgba = _vec((*obj.color, 1.0))  # alpha 0 would hide the geom from mj_ray
+        common = f"name={quoteattr(name)} rgba={quoteattr(rgba)}"
+        if isinstance(obj, Plane):
+            quat = _quat_wxyz(_plane_rotation(obj.normal))
+            geoms.append(
+                f'<geom {common} type="plane" size="0 0 1" pos="{_vec(obj.point)}" quat="{quat}"/>'
+            )
+        elif isinstance(obj, Box):
+            quat = _quat_wxyz(Rotation.from_euler("xyz", obj.rpy))
+            half = _vec(np.asarray(obj.size) / 2)
+            geoms.append(
+                f'<geom {common} type="box" size="{half}" pos="{_vec(obj.center)}" quat="{quat}"/>'
+            )
+        elif isinstance(obj, Cylinder):
+            quat = _quat_wxyz(Rotation.from_euler("xyz", obj.rpy))
+            size = _vec((obj.radius, obj.length / 2))
+            geoms.append(
+                f'<geom {common} type="cylinder" size="{size}" pos="{_vec(obj.center)}" '
+                f'quat="{quat}"/>'
+            )
+        elif isinstance(obj, Sphere):
+            geoms.append(
+                f'<geom {common} type="sphere" size="{_num(obj.radius)}" pos="{_vec(obj.center)}"/>'
+            )
+        elif isinstance(obj, Mesh):
+            vert, face = _indexed(world.mesh_triangles(i))
+            mesh = f"mesh_{name}"
+            # "shell" inertia accepts open and flat meshes, which the reference also casts.
+            assets.append(
+                f'<mesh name={quoteattr(mesh)} inertia="shell" '
+                f'vertex="{_vec(vert)}" face="{" ".join(map(str, face.ravel()))}"/>'
+            )
+            geoms.append(f'<geom {common} type="mesh" mesh={quoteattr(mesh)}/>')
+        else:  # pragma: no cover - the World model admits no other type
+            raise TypeError(f"unsupported world object {type(obj).__name__}")
+    asset = "  <asset>\n" + "".join(f"    {a}\n" for a in assets) + "  </asset>\n"
+    body = "\n".join(f"    {g}" for g in geoms)
+    return (
+        f"<mujoco model={quoteattr(world.name)}>\n"
+        '  <compiler angle="radian"/>\n'
+        f'  <custom>\n    <text name="{OBJECTS_TEXT}" data={quoteattr(" ".join(names))}/>\n'
+        "  </custom>\n"
+        f"{asset if assets else ''}"
+        f"  <worldbody>\n{body}\n{extra_bodies}\n  </worldbody>\n"
+        "</mujoco>\n"
+    )
+
+
+def _indexed(tri: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Shared vertices (V, 3) and faces (M, 3) of a triangle soup (M, 3, 3)."""
+    vert, inverse = np.unique(tri.reshape(-1, 3), axis=0, return_inverse=True)
+    return vert, inverse.reshape(-1, 3)
+
+
+def geom_object_index(model: mujoco.MjModel) -> np.ndarray:
+    """World object index per MuJoCo geom id (-1 for geoms not from the world).
+
+    Read from the custom text that `world_to_mjcf` writes, matched by geom name.
+    """
+    import mujoco
+
+    out = np.full(model.ngeom, -1, dtype=np.int64)
+    tid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_TEXT, OBJECTS_TEXT)
+    if tid < 0:
+        return out
+    adr, size = int(model.text_adr[tid]), int(model.text_size[tid])
+    data = bytes(model.text_data[adr : adr + size]).rstrip(b"\0").decode()
+    for i, name in enumerate(data.split()):
+        gid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, name)
+        if gid >= 0:
+            out[gid] = i
+    return out

@@ -1,0 +1,449 @@
+"""Exact, vectorised ray casting against a `World`: the reference backend's geometry.
+
+Every primitive is intersected analytically in float64, so the reference lidar has no
+geometric error of its own and other engines can be measured against it:
+
+- plane: infinite and two-sided; a ray lying in the plane misses it;
+- box: slab method in the box frame;
+- cylinder: capped; quadratic in the local xy plane intersected with the slab of the end caps;
+- sphere: quadratic;
+- mesh: Möller–Trumbore over rays x triangles (written as one matrix product per chunk),
+  after an axis-aligned bounding-box test.
+
+Box, cylinder and sphere are closed solids: a ray whose origin is inside one hits its inside
+surface (the exit point), as a lidar inside a hollow shell would. More generally a ray hits the
+nearest surface at a distance >= `t_min`, so a solid entered before `t_min` returns its exit.
+
+Speed comes from one cheap bounding-sphere test of all bounded objects against all rays (a
+single matrix product when the rays share, or almost share, an origin, which a lidar sweep
+does), after which only the surviving (ray, object) pairs get the exact test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.spatial.transform import Rotation
+
+from simconform.world import Box, Cylinder, Mesh, Plane, Sphere, World
+
+# Origins within this distance (m) of their mean share one bounding-sphere test, with every
+# bounding sphere inflated by the actual spread; a lidar sweep moves far less than this.
+_SHARED_ORIGIN_SPREAD = 0.5
+# Upper bound on ray x triangle pairs held in memory at once by the mesh test.
+_PAIR_CHUNK = 1 << 20
+# Relative slack on barycentric bounds, so rays through a shared edge hit one of the triangles.
+_BARY_EPS = 1e-12
+_BOX, _CYL, _SPH, _MESH = range(4)
+_COLUMN = np.array([0, 3, 6])  # flat offsets of one column in a row-major 3x3 matrix
+
+
+@dataclass
+class Hits:
+    """Nearest hit per ray."""
+
+    dist: np.ndarray  # (N,) float64 distance along the unit ray; np.inf where no hit
+    index: np.ndarray  # (N,) int64 index into world.objects of the first hit; -1 for none
+    normal: np.ndarray  # (N, 3) float64 unit normal facing against the ray; NaN rows for misses
+
+
+def _rot(rpy: tuple[float, float, float]) -> np.ndarray:
+    return Rotation.from_euler("xyz", rpy).as_matrix()
+
+
+def _stable_roots(b: np.ndarray, c: np.ndarray, a: np.ndarray | float = 1.0):
+    """Roots of a t^2 + 2 b t + c = 0 as (lo, hi, real), without cancellation.
+
+    Uses q = -(b + sign(b) sqrt(b^2 - a c)), roots q / a and c / q, so that an origin close to
+    the surface still gets an accurate near root. Non-real roots come back as (inf, -inf).
+    """
+    disc = b * b - a * c
+    real = disc >= 0
+    sq = np.sqrt(np.where(real, disc, 0.0))
+    q = -(b + np.copysign(sq, b))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ra = q / a
+        rb = c / q
+    # q == 0 only when b == 0 and c == 0 (tangent through the origin): both roots are 0 and
+    # rb is NaN, which fmin/fmax skip.
+    lo = np.where(real, np.fmin(ra, rb), np.inf)
+    hi = np.where(real, np.fmax(ra, rb), -np.inf)
+    return lo, hi, real
+
+
+def _slab(o: np.ndarray, d: np.ndarray, h: np.ndarray | float):
+    """Entry and exit parameters of the slab |o + t d| <= h, elementwise.
+
+    A ray parallel to the slab gets (-inf, inf) when inside and (inf, -inf) when outside, so
+    no division by zero ever happens.
+    """
+    par = d == 0
+    inv = 1.0 / np.where(par, 1.0, d)
+    t1 = (-h - o) * inv
+    t2 = (h - o) * inv
+    inside = np.abs(o) <= h
+    lo = np.where(par, np.where(inside, -np.inf, np.inf), np.minimum(t1, t2))
+    hi = np.where(par, np.where(inside, np.inf, -np.inf), np.maximum(t1, t2))
+    return lo, hi
+
+
+def _pick(tn: np.ndarray, tf: np.ndarray, t_min: float, t_max: float):
+    """Nearest of the interval ends [tn, tf] at or beyond t_min; inf when none within t_max."""
+    use_near = tn >= t_min
+    t = np.where(use_near, tn, tf)
+    ok = (tn <= tf) & (t >= t_min) & (t <= t_max)
+    return np.where(ok, t, np.inf), use_near, ok
+
+
+class Scene:
+    """A World prepared for ray casting: per-primitive arrays built once, then `cast` many times."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        planes = [(i, o) for i, o in enumerate(world.objects) if isinstance(o, Plane)]
+        self._plane_index = np.array([i for i, _ in planes], dtype=np.int64)
+        self._plane_n = np.array([o.normal for _, o in planes], dtype=float).reshape(-1, 3)
+        self._plane_d = np.array(
+            [np.dot(o.normal, o.point) for _, o in planes], dtype=float
+        ).reshape(-1)
+
+        # Bounded objects sorted by type, so the pairs that survive the bounding-sphere test
+        # (ordered by object) come out grouped by type as contiguous slices.
+        order = {Box: _BOX, Cylinder: _CYL, Sphere: _SPH, Mesh: _MESH}
+        bounded = sorted(
+            ((order[type(o)], i, o) for i, o in enumerate(world.objects) if type(o) in order),
+            key=lambda x: (x[0], x[1]),
+        )
+        kinds = np.array([k for k, _, _ in bounded], dtype=np.int64)
+        self._slot_index = np.array([i for _, i, _ in bounded], dtype=np.int64)
+        self._type_bounds = np.searchsorted(kinds, np.arange(5))
+        self._slot_local = np.arange(len(bounded)) - self._type_bounds[kinds]
+
+        boxes = [o for k, _, o in bounded if k == _BOX]
+        self._box_c = np.array([b.center for b in boxes], dtype=float).reshape(-1, 3)
+        self._box_h = 0.5 * np.array([b.size for b in boxes], dtype=float).reshape(-1, 3)
+        self._box_r = np.array([_rot(b.rpy) for b in boxes]).reshape(-1, 3, 3)
+        self._box_rt = np.ascontiguousarray(self._box_r.transpose(0, 2, 1))
+
+        cyls = [o for k, _, o in bounded if k == _CYL]
+        self._cyl_c = np.array([c.center for c in cyls], dtype=float).reshape(-1, 3)
+        self._cyl_rad = np.array([c.radius for c in cyls], dtype=float)
+        self._cyl_hl = 0.5 * np.array([c.length for c in cyls], dtype=float)
+        self._cyl_r = np.array([_rot(c.rpy) for c in cyls]).reshape(-1, 3, 3)
+        self._cyl_rt = np.ascontiguousarray(self._cyl_r.transpose(0, 2, 1))
+
+        sphs = [o for k, _, o in bounded if k == _SPH]
+        self._sph_c = np.array([s.center for s in sphs], dtype=float).reshape(-1, 3)
+        self._sph_rad = np.array([s.radius for s in sphs], dtype=float)
+
+        self._meshes = [_MeshData(world.mesh_triangles(i)) for k, i, _ in bounded if k == _MESH]
+
+        mesh_c = np.array([m.center for m in self._meshes], dtype=float).reshape(-1, 3)
+        centers = np.concatenate([self._box_c, self._cyl_c, self._sph_c, mesh_c])
+        radii = np.concatenate(
+            [
+                np.linalg.norm(self._box_h, axis=1),
+                np.hypot(self._cyl_rad, self._cyl_hl),
+                self._sph_rad,
+                [m.radius for m in self._meshes],
+            ]
+        )
+        self._b_center = np.ascontiguousarray(centers, dtype=float)
+        self._b_cc = np.einsum("ki,ki->k", centers, centers)
+        # Slightly inflated, so that rounding in the pre-test never rejects a true hit.
+        self._b_radius = radii * (1 + 1e-9) + 1e-9
+
+    # ------------------------------------------------------------------ public API
+
+    def cast(
+        self,
+        origins: np.ndarray,
+        directions: np.ndarray,
+        t_min: float = 0.0,
+        t_max: float = np.inf,
+    ) -> Hits:
+        """Nearest surface along each ray at a distance in [t_min, t_max].
+
+        origins (N, 3) or (3,) shared by all rays; directions (N, 3) unit vectors in the map
+        frame. The nearest surface at or beyond t_min counts; when it lies beyond t_max the
+        ray misses (it is never replaced by a farther one).
+        """
+        if not 0 <= t_min <= t_max:
+            raise ValueError(f"need 0 <= t_min <= t_max, got t_min={t_min}, t_max={t_max}")
+        d = np.ascontiguousarray(directions, dtype=np.float64).reshape(-1, 3)
+        n = len(d)
+        o = np.asarray(origins, dtype=np.float64)
+        o = o.reshape(3) if o.size == 3 else np.ascontiguousarray(np.broadcast_to(o, (n, 3)))
+        best = np.full(n, np.inf)
+        index = np.full(n, -1, dtype=np.int64)
+        normal = np.full((n, 3), np.nan)
+        if n == 0:
+            return Hits(best, index, normal)
+
+        self._cast_planes(o, d, t_min, t_max, best, index, normal)
+        if len(self._slot_index):
+            self._cast_bounded(o, d, t_min, t_max, best, index, normal)
+        return Hits(best, index, normal)
+
+    def ground_height(self, x: np.ndarray, y: np.ndarray, z_top: float = 1000.0) -> np.ndarray:
+        """z of the first surface below (x, y, z_top), NaN where there is none.
+
+        Puts 2D waypoint trajectories onto the ground plane and the ramps.
+        """
+        x, y = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
+        shape = x.shape
+        origins = np.stack([x.ravel(), y.ravel(), np.full(x.size, float(z_top))], axis=1)
+        down = np.broadcast_to(np.array([0.0, 0.0, -1.0]), origins.shape)
+        hits = self.cast(origins, down)
+        return np.where(np.isfinite(hits.dist), z_top - hits.dist, np.nan).reshape(shape)
+
+    # ------------------------------------------------------------------ planes
+
+    def _cast_planes(self, o, d, t_min, t_max, best, index, normal) -> None:
+        if not len(self._plane_index):
+            return
+        denom = d @ self._plane_n.T  # (N, np)
+        num = self._plane_d - (o @ self._plane_n.T)  # (np,) or (N, np)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = num / denom
+        t = np.where((denom != 0) & (t >= t_min) & (t <= t_max), t, np.inf)
+        for j, obj in enumerate(self._plane_index):
+            tj = t[:, j]
+            better = tj < best
+            np.minimum(best, tj, out=best)
+            np.copyto(index, obj, where=better)
+            # Facing the ray; NaN where this plane is not the nearest so far.
+            side = np.where(better, -np.sign(denom[:, j]), np.nan)
+            facing = side[:, None] * self._plane_n[j]
+            if j == 0:  # planes come first: nothing nearer exists yet
+                normal[:] = facing
+            else:
+                normal[:] = np.where(better[:, None], facing, normal)
+
+    # ------------------------------------------------------------------ bounded objects
+
+    def _candidates(self, o, d, t_min, t_max):
+        """(slot, ray) pairs whose ray passes through the slot's bounding sphere in range.
+
+        Pairs come out sorted by slot, hence grouped by primitive type.
+        """
+        c, r = self._b_center, self._b_radius
+        if o.ndim == 1:
+            o0, spread = o, 0.0
+        else:
+            o0 = o.mean(axis=0)
+            dev = o - o0
+            spread = float(np.sqrt(np.max(np.einsum("ni,ni->n", dev, dev))))
+        if spread <= _SHARED_ORIGIN_SPREAD:
+            # A ray from o0 + delta through a sphere (c, R) has its parallel twin from o0
+            # within R + |delta| of c at the same t, so one product tests all rays: from
+            # outside, the twin meets the sphere iff (c - o0) . d >= sqrt(|c - o0|^2 - R^2).
+            rp = r + spread
+            oc = c - o0
+            oc2 = np.einsum("ki,ki->k", oc, oc)
+            dist = np.sqrt(oc2)
+            keep = np.flatnonzero((dist - rp <= t_max) & (dist + rp >= t_min))
+            if not len(keep):
+                return keep, keep
+            s = oc2[keep] - rp[keep] ** 2
+            # float32 halves the cost of the product; its error (< 1e-6 |oc|) is allowed for.
+            thr = np.where(s > 0, np.sqrt(np.maximum(s, 0.0)) - 1e-6 * (dist[keep] + 1), -np.inf)
+            tca = oc[keep].astype(np.float32) @ d.T.astype(np.float32)  # (K', N)
+            flat = np.flatnonzero(tca >= thr.astype(np.float32)[:, None])
+            rows, rays = np.divmod(flat, len(d))
+            return keep[rows], rays
+        tca = c @ d.T - np.einsum("ni,ni->n", o, d)
+        oc2 = self._b_cc[:, None] - 2.0 * (c @ o.T) + np.einsum("ni,ni->n", o, o)
+        mask = oc2 - tca * tca <= (r * r + 1e-9 * (self._b_cc + 1))[:, None]
+        mask &= tca >= t_min - r[:, None]
+        mask &= tca <= t_max + r[:, None]
+        return np.divmod(np.flatnonzero(mask), len(d))
+
+    def _cast_bounded(self, o, d, t_min, t_max, best, index, normal) -> None:
+        slot, ray = self._candidates(o, d, t_min, t_max)
+        if not len(slot):
+            return
+        pd = np.take(d, ray, axis=0)
+        po = o if o.ndim == 1 else np.take(o, ray, axis=0)
+        local = np.take(self._slot_local, slot)
+        cuts = np.searchsorted(slot, self._type_bounds)
+        tests = (self._boxes, self._cylinders, self._spheres, self._mesh_pairs)
+        ts, ns = [], []
+        for kind, test in enumerate(tests):
+            a, b = cuts[kind], cuts[kind + 1]
+            if a == b:
+                continue
+            t, nrm = test(po if o.ndim == 1 else po[a:b], pd[a:b], local[a:b], t_min, t_max)
+            ts.append(t)
+            ns.append(nrm)
+        t = np.concatenate(ts) if len(ts) > 1 else ts[0]
+        hit = np.flatnonzero(t < np.inf)
+        if not len(hit):
+            return
+        t, ray = np.take(t, hit), np.take(ray, hit)
+        np.minimum.at(best, ray, t)
+        win = np.flatnonzero(t <= np.take(best, ray))
+        pairs = np.take(hit, win)
+        ray = np.take(ray, win)
+        index[ray] = np.take(self._slot_index, np.take(slot, pairs))
+        nrm = np.take(np.concatenate(ns) if len(ns) > 1 else ns[0], pairs, axis=0)
+        # Face the ray: for an exit hit from inside a solid this is the inward normal.
+        flip = np.einsum("pi,pi->p", nrm, np.take(pd, pairs, axis=0)) > 0
+        normal[ray] = np.where(flip[:, None], -nrm, nrm)
+
+    @staticmethod
+    def _frame(o, d, j, rot_t, center):
+        """Pair origins and directions in their primitive's frame.
+
+        A shared origin (3,) is transformed once per primitive rather than once per pair.
+        """
+        rt = np.take(rot_t, j, axis=0)
+        if o.ndim == 1:
+            ol = np.take(np.einsum("kij,kj->ki", rot_t, o - center), j, axis=0)
+        else:
+            ol = np.einsum("pij,pj->pi", rt, o - np.take(center, j, axis=0))
+        return ol, np.einsum("pij,pj->pi", rt, d)
+
+    def _boxes(self, o, d, j, t_min, t_max):
+        ol, dl = self._frame(o, d, j, self._box_rt, self._box_c)
+        lo, hi = _slab(ol, dl, np.take(self._box_h, j, axis=0))
+        ax_lo = np.argmax(lo, axis=1)
+        ax_hi = np.argmin(hi, axis=1)
+        tn = np.take_along_axis(lo, ax_lo[:, None], axis=1)[:, 0]
+        tf = np.take_along_axis(hi, ax_hi[:, None], axis=1)[:, 0]
+        t, use_near, _ = _pick(tn, tf, t_min, t_max)
+        axis = np.where(use_near, ax_lo, ax_hi)
+        sign = np.sign(np.take_along_axis(dl, axis[:, None], axis=1))
+        # Column `axis` of the box rotation (flattened row-major) is that face's map normal.
+        col = np.take(self._box_r.reshape(-1), (9 * j + axis)[:, None] + _COLUMN)
+        return t, col * -sign
+
+    def _cylinders(self, o, d, j, t_min, t_max):
+        ol, dl = self._frame(o, d, j, self._cyl_rt, self._cyl_c)
+        rad = np.take(self._cyl_rad, j)
+        ox, oy, oz = ol.T
+        dx, dy, dz = dl.T
+        a = dx * dx + dy * dy
+        b = ox * dx + oy * dy
+        c = ox * ox + oy * oy - rad * rad
+        axial = a == 0
+        r0, r1, _ = _stable_roots(b, c, np.where(axial, 1.0, a))
+        # Parallel to the axis: inside the infinite cylinder for all t, or never.
+        r0 = np.where(axial, np.where(c <= 0, -np.inf, np.inf), r0)
+        r1 = np.where(axial, np.where(c <= 0, np.inf, -np.inf), r1)
+        z0, z1 = _slab(oz, dz, np.take(self._cyl_hl, j))
+        tn = np.maximum(r0, z0)
+        tf = np.minimum(r1, z1)
+        t, use_near, ok = _pick(tn, tf, t_min, t_max)
+        radial = np.where(use_near, r0 >= z0, r1 <= z1)
+        tt = np.where(ok, t, 0.0)
+        zero = np.zeros_like(tt)
+        nl = np.where(
+            radial[:, None],
+            np.stack([(ox + tt * dx) / rad, (oy + tt * dy) / rad, zero], axis=1),
+            np.stack([zero, zero, np.sign(oz + tt * dz)], axis=1),
+        )
+        return t, np.einsum("pij,pj->pi", np.take(self._cyl_r, j, axis=0), nl)
+
+    def _spheres(self, o, d, j, t_min, t_max):
+        rad = np.take(self._sph_rad, j)
+        if o.ndim == 1:
+            rel = o - self._sph_c
+            oc = np.take(rel, j, axis=0)
+            c = np.take(np.einsum("ki,ki->k", rel, rel) - self._sph_rad**2, j)
+        else:
+            oc = o - np.take(self._sph_c, j, axis=0)
+            c = np.einsum("pi,pi->p", oc, oc) - rad * rad
+        b = np.einsum("pi,pi->p", oc, d)
+        tn, tf, _ = _stable_roots(b, c)
+        t, _, ok = _pick(tn, tf, t_min, t_max)
+        tt = np.where(ok, t, 0.0)
+        return t, (oc + tt[:, None] * d) / rad[:, None]
+
+    def _mesh_pairs(self, o, d, j, t_min, t_max):
+        if len(self._meshes) == 1:
+            return self._meshes[0].cast(o, d, t_min, t_max)
+        t = np.full(len(j), np.inf)
+        nrm = np.full((len(j), 3), np.nan)
+        for m, mesh in enumerate(self._meshes):
+            sel = np.flatnonzero(j == m)
+            if len(sel):
+                om = o if o.ndim == 1 else o[sel]
+                t[sel], nrm[sel] = mesh.cast(om, d[sel], t_min, t_max)
+        return t, nrm
+
+
+def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise cross product of (P, 3) or (3,) with (P, 3); cheaper than np.cross for small P."""
+    a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
+    b0, b1, b2 = b[:, 0], b[:, 1], b[:, 2]
+    return np.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], axis=1)
+
+
+class _MeshData:
+    """One mesh's triangles, re-centred on their bounding box for accuracy far from the origin.
+
+    Möller–Trumbore is rewritten with scalar triple products so that, per chunk of rays, all of
+    its determinants come from one (R, 9) x (9, 4T) matrix product of ray terms
+    [o x d, d, o] with per-triangle terms.
+    """
+
+    def __init__(self, tri: np.ndarray) -> None:
+        tri = np.asarray(tri, dtype=float)
+        lo, hi = tri.reshape(-1, 3).min(axis=0), tri.reshape(-1, 3).max(axis=0)
+        self.center = 0.5 * (lo + hi)
+        self.half = 0.5 * (hi - lo)
+        v0 = tri[:, 0] - self.center
+        e1 = tri[:, 1] - tri[:, 0]
+        e2 = tri[:, 2] - tri[:, 0]
+        n = np.cross(e1, e2)
+        self.radius = float(np.max(np.linalg.norm(tri.reshape(-1, 3) - self.center, axis=1)))
+        self.n_tri = len(tri)
+        zero = np.zeros_like(n)
+        # Rows multiply [o x d, d, o]; columns: u*det, v*det, det, t*det (+ t_off).
+        w_u = np.concatenate([e2, -np.cross(e2, v0), zero], axis=1)
+        w_v = np.concatenate([-e1, -np.cross(v0, e1), zero], axis=1)
+        w_det = np.concatenate([zero, -n, zero], axis=1)
+        w_t = np.concatenate([zero, zero, n], axis=1)
+        self.w = np.ascontiguousarray(np.concatenate([w_u, w_v, w_det, w_t]).T)  # (9, 4T)
+        self.t_off = -np.einsum("ti,ti->t", v0, n)
+        norm = np.linalg.norm(n, axis=1, keepdims=True)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self.unit_n = np.where(norm > 0, n / norm, 0.0)
+
+    def cast(self, o, d, t_min, t_max):
+        """Nearest triangle hit per ray in [t_min, t_max]: (t with inf for none, normal).
+
+        o is (3,) shared by all rays or (P, 3).
+        """
+        t = np.full(len(d), np.inf)
+        nrm = np.full((len(d), 3), np.nan)
+        o = o - self.center
+        # Bounding-box pre-test: only rays that cross the box within range go on.
+        lo, hi = _slab(np.broadcast_to(o, d.shape), d, self.half * (1 + 1e-9) + 1e-9)
+        tn, tf = lo.max(axis=1), hi.min(axis=1)
+        cand = np.flatnonzero((tn <= tf) & (tf >= t_min) & (tn <= t_max))
+        step = max(1, _PAIR_CHUNK // self.n_tri)
+        nt = self.n_tri
+        for s in range(0, len(cand), step):
+            idx = cand[s : s + step]
+            di = np.take(d, idx, axis=0)
+            oi = np.broadcast_to(o, di.shape) if o.ndim == 1 else np.take(o, idx, axis=0)
+            prod = np.concatenate([_cross(oi, di), di, oi], axis=1) @ self.w
+            udet, vdet, det = prod[:, :nt], prod[:, nt : 2 * nt], prod[:, 2 * nt : 3 * nt]
+            tdet = prod[:, 3 * nt :] + self.t_off
+            sgn = np.sign(det)
+            ad = np.abs(det)
+            us, vs = udet * sgn, vdet * sgn
+            with np.errstate(divide="ignore", invalid="ignore"):
+                tt = tdet / det
+            eps = _BARY_EPS * ad
+            ok = (ad > 0) & (us >= -eps) & (vs >= -eps) & (us + vs <= ad + eps)
+            ok &= (tt >= t_min) & (tt <= t_max)
+            tt = np.where(ok, tt, np.inf)
+            k = np.argmin(tt, axis=1)
+            tk = np.take_along_axis(tt, k[:, None], axis=1)[:, 0]
+            t[idx] = tk
+            nrm[idx] = np.where((tk < np.inf)[:, None], np.take(self.unit_n, k, axis=0), np.nan)
+        return t, nrm
