@@ -13,6 +13,7 @@ from simconform.errors import UserError
 BACKENDS: dict[str, str] = {
     "reference": "simconform.adapters.reference:ReferenceBackend",
     "mujoco": "simconform.adapters.mujoco:MujocoBackend",
+    "replay": "simconform.adapters.replay:ReplayBackend",
 }
 
 

@@ -140,6 +140,11 @@ def verify(
     raise typer.Exit(exit_code(report))
 
 
+from simconform.replay_cli import replay_command  # noqa: E402
+
+app.command("replay")(replay_command)
+
+
 def main() -> None:
     from simconform.adapters.base import BackendUnavailable
 

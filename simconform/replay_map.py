@@ -222,7 +222,7 @@ def load_map(path: str | Path) -> ReplayMap:
     return m
 
 
-def expected_type(sensor) -> str | None:
+def expected_type(sensor: object) -> str | None:
     return SENSOR_TYPES.get(type(sensor))
 
 

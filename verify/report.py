@@ -64,7 +64,12 @@ def header_lines(report: dict) -> list[str]:
         f"spec `{r['spec']}`, world `{r['world']}`, trajectory `{r['trajectory']}`",
     ]
     if not r["complete"]:
-        why = r.get("stopped_by") or r.get("bag_truncated") or "not finished"
+        why = (
+            r.get("stopped_by")
+            or r.get("incomplete_reason")
+            or r.get("bag_truncated")
+            or "not finished"
+        )
         lines.append(f"**Incomplete run** ({why}): verified up to the last recorded message.")
     return lines
 

@@ -76,6 +76,7 @@ def verify_run(run_dir: Path, level: float = 0.95, write: bool = True) -> dict:
             "seed": manifest["seed"],
             "complete": bool(manifest.get("complete", False)) and summary.truncated is None,
             "stopped_by": manifest.get("stopped_by"),
+            "incomplete_reason": manifest.get("incomplete_reason"),
             "bag_truncated": summary.truncated,
             "spec": manifest.get("spec"),
             "world": manifest.get("world"),
