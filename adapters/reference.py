@@ -58,8 +58,9 @@ class ReferenceBackend(SensorBackend):
         }
         self._reflectivity = np.array([o.reflectivity for o in world.objects] + [0.0])
         self._albedo = np.array([o.color for o in world.objects] + [world.sky_color])
+        self._albedo255 = (self._albedo * 255).astype(np.float32)
         light = np.asarray(world.light.direction, dtype=float)
-        self._to_light = -light / np.linalg.norm(light)
+        self._to_light = (-light / np.linalg.norm(light)).astype(np.float32)
 
     def capture(self, sensor: str, t_ns: int, motion: Motion) -> TruthSample:
         s = self.spec.sensors[sensor]
@@ -145,10 +146,12 @@ class ReferenceBackend(SensorBackend):
                 origin = np.repeat(poses.t[r0:r1], w, axis=0)
                 d = np.einsum("rij,rcj->rci", rot[r0:r1], rays[r0:r1]).reshape(-1, 3)
             hits = self.scene.cast(origin, d)
-            lit = np.nan_to_num(hits.normal) @ self._to_light
-            shade = light.ambient + light.diffuse * np.clip(lit, 0.0, None)
-            colour = self._albedo[hits.index] * np.where(hits.index >= 0, shade, 1.0)[:, None]
-            image[r0:r1] = np.rint(np.clip(colour, 0, 1) * 255).reshape(r1 - r0, w, 3)
+            lit = hits.normal.astype(np.float32) @ self._to_light  # NaN on a miss
+            shade = light.ambient + light.diffuse * np.maximum(lit, 0.0)  # NaN stays NaN
+            shade = np.where(hits.index >= 0, np.minimum(shade, 1.0), 1.0).astype(np.float32)
+            colour = self._albedo255[hits.index] * shade[:, None]
+            colour += 0.5
+            image[r0:r1] = colour.astype(np.uint8).reshape(r1 - r0, w, 3)
             if depth is not None:
                 # z-depth: the ray's component along the optical axis (body x) is frame-free
                 depth[r0:r1] = hits.dist.reshape(r1 - r0, w) * rays[r0:r1, :, 0]
