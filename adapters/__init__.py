@@ -14,6 +14,7 @@ BACKENDS: dict[str, str] = {
     "reference": "simconform.adapters.reference:ReferenceBackend",
     "mujoco": "simconform.adapters.mujoco:MujocoBackend",
     "replay": "simconform.adapters.replay:ReplayBackend",
+    "gazebo": "simconform.adapters.gazebo.backend:GazeboBackend",
 }
 
 

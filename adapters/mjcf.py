@@ -11,7 +11,11 @@ placement must match `simconform.world` exactly:
 Known differences from the exact reference geometry (`simconform.adapters.raycast`):
 
 - MuJoCo planes are one-sided: a ray from below the plane (against its normal) misses it.
-- MuJoCo stores mesh vertices as float32, so mesh hits carry ~1e-7 relative error.
+- MuJoCo stores mesh vertices as float32, so mesh hits differ by ~1e-7 of the mesh size,
+  amplified at grazing incidence (a few micrometres at 0.02 cosine on the demo rock).
+- MuJoCo needs a convex hull (collisions) for every colliding mesh and at least 4 vertices: flat
+  meshes are therefore written with collisions off (contype/conaffinity 0, still ray cast), and
+  a mesh of fewer than 4 vertices gets its unused centroid added.
 - `mj_ray` intersects a mesh's actual triangles (not the convex hull used for collisions), so
   concave meshes ray cast correctly.
 
@@ -107,13 +111,19 @@ def world_to_mjcf(world: World, extra_bodies: str = "") -> str:
             )
         elif isinstance(obj, Mesh):
             vert, face = _indexed(world.mesh_triangles(i))
+            flat = _is_flat(vert)
+            if len(vert) < 4:  # MuJoCo wants 4 vertices; an unused centroid changes no face
+                vert = np.vstack([vert, vert.mean(axis=0)])
             mesh = f"mesh_{name}"
             # "shell" inertia accepts open and flat meshes, which the reference also casts.
             assets.append(
                 f'<mesh name={quoteattr(mesh)} inertia="shell" '
                 f'vertex="{_vec(vert)}" face="{" ".join(map(str, face.ravel()))}"/>'
             )
-            geoms.append(f'<geom {common} type="mesh" mesh={quoteattr(mesh)}/>')
+            # A flat mesh has no convex hull, which MuJoCo needs only for collisions: keep it
+            # out of them, so that it compiles and is still seen by mj_ray.
+            nocollide = ' contype="0" conaffinity="0"' if flat else ""
+            geoms.append(f'<geom {common} type="mesh" mesh={quoteattr(mesh)}{nocollide}/>')
         else:  # pragma: no cover - the World model admits no other type
             raise TypeError(f"unsupported world object {type(obj).__name__}")
     asset = "  <asset>\n" + "".join(f"    {a}\n" for a in assets) + "  </asset>\n"
@@ -133,6 +143,14 @@ def _indexed(tri: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Shared vertices (V, 3) and faces (M, 3) of a triangle soup (M, 3, 3)."""
     vert, inverse = np.unique(tri.reshape(-1, 3), axis=0, return_inverse=True)
     return vert, inverse.reshape(-1, 3)
+
+
+def _is_flat(vert: np.ndarray) -> bool:
+    """True when the vertices span no volume (all coplanar), so no convex hull exists."""
+    if len(vert) < 4:
+        return True
+    sv = np.linalg.svd(vert - vert.mean(axis=0), compute_uv=False)
+    return bool(sv[2] <= 1e-9 * max(sv[0], 1e-300))
 
 
 def geom_object_index(model: mujoco.MjModel) -> np.ndarray:

@@ -78,10 +78,11 @@ def _slab(o: np.ndarray, d: np.ndarray, h: np.ndarray | float):
     A ray parallel to the slab gets (-inf, inf) when inside and (inf, -inf) when outside, so
     no division by zero ever happens.
     """
-    par = d == 0
+    par = np.abs(d) < 1e-300  # parallel for any distance that matters (t would exceed 1e300)
     inv = 1.0 / np.where(par, 1.0, d)
-    t1 = (-h - o) * inv
-    t2 = (h - o) * inv
+    with np.errstate(over="ignore"):  # a huge t is simply beyond t_max
+        t1 = (-h - o) * inv
+        t2 = (h - o) * inv
     inside = np.abs(o) <= h
     lo = np.where(par, np.where(inside, -np.inf, np.inf), np.minimum(t1, t2))
     hi = np.where(par, np.where(inside, np.inf, -np.inf), np.maximum(t1, t2))
@@ -150,7 +151,6 @@ class Scene:
             ]
         )
         self._b_center = np.ascontiguousarray(centers, dtype=float)
-        self._b_cc = np.einsum("ki,ki->k", centers, centers)
         # Slightly inflated, so that rounding in the pre-test never rejects a true hit.
         self._b_radius = radii * (1 + 1e-9) + 1e-9
 
@@ -253,9 +253,14 @@ class Scene:
             flat = np.flatnonzero(tca >= thr.astype(np.float32)[:, None])
             rows, rays = np.divmod(flat, len(d))
             return keep[rows], rays
+        # Origins far apart (e.g. ground_height): test every pair, relative to o0 for accuracy.
+        c, o = c - o0, o - o0
+        cc = np.einsum("ki,ki->k", c, c)
+        oo = np.einsum("ni,ni->n", o, o)
         tca = c @ d.T - np.einsum("ni,ni->n", o, d)
-        oc2 = self._b_cc[:, None] - 2.0 * (c @ o.T) + np.einsum("ni,ni->n", o, o)
-        mask = oc2 - tca * tca <= (r * r + 1e-9 * (self._b_cc + 1))[:, None]
+        oc2 = cc[:, None] - 2.0 * (c @ o.T) + oo
+        slack = 1e-9 * (cc + float(oo.max()) + 1)  # rounding of oc2 - tca^2
+        mask = oc2 - tca * tca <= (r * r + slack)[:, None]
         mask &= tca >= t_min - r[:, None]
         mask &= tca <= t_max + r[:, None]
         return np.divmod(np.flatnonzero(mask), len(d))

@@ -64,7 +64,9 @@ def run(
     trajectory: Annotated[
         Path | None, typer.Option(help="TUM file (t x y z qx qy qz qw) or 2D waypoints (t x y).")
     ] = None,
-    backend: Annotated[str, typer.Option(help="Simulator backend: reference.")] = "reference",
+    backend: Annotated[
+        str, typer.Option(help="Simulator backend: reference, mujoco, gazebo.")
+    ] = "reference",
     seed: Annotated[int, typer.Option(help="Seed of every sensor's error streams.")] = 1234,
     out: Annotated[Path, typer.Option(help="Run folder to create.")] = Path("runs/demo"),
     duration: Annotated[
@@ -140,9 +142,16 @@ def verify(
     raise typer.Exit(exit_code(report))
 
 
+from simconform.compare import compare_command  # noqa: E402
 from simconform.replay_cli import replay_command  # noqa: E402
 
+app.command("compare")(compare_command)
+
 app.command("replay")(replay_command)
+
+from simconform.adapters.gazebo.sdf import export_sdf_command  # noqa: E402
+
+app.command("export-sdf")(export_sdf_command)
 
 
 def main() -> None:

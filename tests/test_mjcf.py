@@ -120,8 +120,13 @@ def test_random_rays_agree_on_demo(demo) -> None:
     ref = scene.cast(origins, dirs)
     got = np.array([mj_cast(model, data, o, d)[0] for o, d in zip(origins, dirs, strict=True)])
     np.testing.assert_array_equal(np.isfinite(got), np.isfinite(ref.dist))
-    hit = np.isfinite(ref.dist)
-    np.testing.assert_allclose(got[hit], ref.dist[hit], atol=1e-6)
+    # Analytic primitives agree to rounding. The mesh differs by MuJoCo's float32 vertices,
+    # amplified at grazing incidence (object indices may differ only at exact ties, such as a
+    # cylinder's bottom cap standing on the ground, so distances are compared).
+    mesh = ref.index == [o.type for o in demo[0].objects].index("mesh")
+    hit = np.isfinite(ref.dist) & ~mesh
+    np.testing.assert_allclose(got[hit], ref.dist[hit], atol=1e-9)
+    np.testing.assert_allclose(got[mesh], ref.dist[mesh], atol=1e-5)
 
 
 def test_mj_multiray_matches_reference(demo) -> None:
@@ -189,3 +194,27 @@ def test_known_differences(tmp_path: Path) -> None:
         (mj, ref) = both(origin, d)
         assert mj[1] == ref[1] == obj
         assert mj[0] == pytest.approx(ref[0], abs=1e-6)
+
+
+def test_flat_and_tiny_meshes_compile_and_ray_cast(tmp_path: Path) -> None:
+    """MuJoCo cannot hull a flat mesh or take one of 3 vertices; both still ray cast."""
+    (tmp_path / "tri.obj").write_text("v 0 0 0\nv 2 0 0\nv 0 2 0\nf 1 2 3\n")
+    (tmp_path / "quad.obj").write_text("v 0 0 0\nv 2 0 0\nv 0 2 0\nv 2 2 0\nf 1 2 3\nf 2 4 3\n")
+    doc = {
+        "name": "flat",
+        "origin": {"lat": 0.0, "lon": 0.0, "alt": 0.0},
+        "objects": [
+            {"type": "mesh", "file": "tri.obj", "position": [0, 0, 1]},
+            {"type": "mesh", "file": "quad.obj", "position": [5, 0, 2], "rpy": [0.2, 0, 0]},
+        ],
+    }
+    (tmp_path / "w.yaml").write_text(yaml.safe_dump(doc))
+    world = load_world(tmp_path / "w.yaml")
+    model, data = compile_world(world)
+    scene = Scene(world)
+    for origin, obj in (([0.5, 0.5, 4.0], 0), ([6.0, 1.0, 6.0], 1), ([1.5, 1.5, 4.0], -1)):
+        d = np.array([0.0, 0.0, -1.0])
+        hits = scene.cast(np.asarray(origin), d[None])
+        dist, index = mj_cast(model, data, origin, d)
+        assert index == hits.index[0] == obj
+        assert dist == pytest.approx(hits.dist[0], abs=1e-6)

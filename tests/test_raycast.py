@@ -20,7 +20,7 @@ pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 
 DEMO = Path(__file__).resolve().parents[1] / "worlds" / "demo.yaml"
 ORIGIN = {"lat": 0.0, "lon": 0.0, "alt": 0.0}
-SETTINGS = settings(max_examples=60, deadline=None)
+SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, database=None)
 
 
 def world(*objects: dict) -> World:
@@ -341,8 +341,10 @@ def test_cube_mesh_matches_box(cube_pair, az, el, dist, target) -> None:
     hm, hb = mesh.cast(origin, d[None]), box.cast(origin, d[None])
     assert hm.index[0] == hb.index[0]
     assert hm.dist[0] == pytest.approx(hb.dist[0], abs=1e-9)
+    if hb.index[0] < 0:
+        return
     faces = np.sum(np.abs(np.abs(origin + hb.dist[0] * d) - 0.5) < 1e-7)
-    if hb.index[0] == 0 and faces == 1:  # at an edge or corner either face's normal will do
+    if faces == 1:  # at an edge or corner either face's normal will do
         np.testing.assert_allclose(hm.normal[0], hb.normal[0], atol=1e-9)
 
 

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
+
 from simconform.verify.stats import (
     Estimate,
     allan_walk,

@@ -1,0 +1,188 @@
+"""A paused gz-sim 8 server driven over gz-transport 13: start it, step it, teleport the vehicle,
+and collect sensor messages as wire bytes keyed by (topic, sim-time stamp).
+
+Services used (gz-sim 8 UserCommands and the world's control service):
+
+- /world/<name>/control  gz.msgs.WorldControl {pause: true, multi_step: n} -> gz.msgs.Boolean
+- /world/<name>/set_pose gz.msgs.Pose {name, position, orientation} -> gz.msgs.Boolean
+
+gz.transport13's Python Node: subscribe(msg_class, topic, callback(msg)) and
+request(service, request, request_class, response_class, timeout_ms) -> (ok, response).
+Messages are kept serialized (`SerializeToString`) so `decode.py` handles them the same way as
+in the tests. Each session gets its own GZ_PARTITION, so parallel runs never see each other.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import shutil
+import subprocess
+import threading
+import time
+import uuid
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+REQUIRED_MODULES = ("gz.sim8", "gz.transport13", "gz.msgs10")
+
+INSTALL_HINT = (
+    "install Gazebo Harmonic (gz-sim 8) with its Python bindings; on Ubuntu 24.04: add the OSRF "
+    "apt repository (sudo curl https://packages.osrfoundation.org/gazebo.gpg --output "
+    '/usr/share/keyrings/pkgs-osrf-archive-keyring.gpg; echo "deb [arch=$(dpkg '
+    "--print-architecture) signed-by=/usr/share/keyrings/pkgs-osrf-archive-keyring.gpg] "
+    'https://packages.osrfoundation.org/gazebo/ubuntu-stable $(lsb_release -cs) main" | sudo '
+    "tee /etc/apt/sources.list.d/gazebo-stable.list), then `sudo apt-get update && sudo apt-get "
+    "install gz-harmonic python3-gz-transport13 python3-gz-msgs10 python3-gz-sim8`, and run "
+    "simconform with the system Python 3.12 (or a venv made with --system-site-packages) so "
+    "that `import gz.transport13` works; see docs/gazebo.md"
+)
+
+
+def missing_pieces() -> list[str]:
+    """What of Gazebo Harmonic is not installed here (empty when everything is)."""
+    missing = []
+    for mod in REQUIRED_MODULES:
+        try:
+            found = importlib.util.find_spec(mod) is not None
+        except (ImportError, ValueError):  # parent package `gz` absent
+            found = False
+        if not found:
+            missing.append(f"Python module {mod}")
+    if shutil.which("gz") is None:
+        missing.append("the `gz` executable")
+    return missing
+
+
+def unavailable_message() -> str | None:
+    """One paragraph naming what is missing and how to install it, or None if nothing is."""
+    missing = missing_pieces()
+    if not missing:
+        return None
+    return f"--backend gazebo needs Gazebo Harmonic, but {', '.join(missing)} not found: " + (
+        INSTALL_HINT + "."
+    )
+
+
+class GzSession:
+    """One headless, paused `gz sim` server on `sdf_path` and a transport node talking to it."""
+
+    def __init__(self, sdf_path: Path, world: str, timeout_s: float = 60.0) -> None:
+        self.world = world
+        self.timeout_s = timeout_s
+        self.msgs = importlib.import_module("gz.msgs10")
+        from gz.msgs10.boolean_pb2 import Boolean
+        from gz.msgs10.pose_pb2 import Pose
+        from gz.msgs10.world_control_pb2 import WorldControl
+        from gz.transport13 import Node
+
+        self._Boolean, self._Pose, self._WorldControl = Boolean, Pose, WorldControl
+        self.partition = f"simconform_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+        os.environ["GZ_PARTITION"] = self.partition  # the node below reads it when created
+        env = dict(os.environ, GZ_PARTITION=self.partition)
+        self.log = open(sdf_path.with_suffix(".log"), "wb")  # noqa: SIM115 - closed in close()
+        # -s server only, no -r: start paused, the backend steps it; --headless-rendering: EGL
+        self.proc = subprocess.Popen(
+            ["gz", "sim", "-s", "--headless-rendering", "-v", "2", str(sdf_path)],
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            cwd=sdf_path.parent,
+        )
+        self.node = Node()
+        self._lock = threading.Condition()
+        self._inbox: dict[str, dict[int, bytes]] = defaultdict(dict)
+        self._wait_ready()
+
+    # ------------------------------------------------------------------ services
+
+    def _request(self, service: str, req: Any, req_type: Any, timeout_ms: int = 5000) -> bool:
+        ok, resp = self.node.request(service, req, req_type, self._Boolean, timeout_ms)
+        return bool(ok and resp.data)
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.timeout_s
+        req = self._WorldControl(pause=True)
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"gz sim exited with {self.proc.returncode}; see {self.log.name}"
+                )
+            if self._request(f"/world/{self.world}/control", req, self._WorldControl, 1000):
+                return
+            time.sleep(0.2)
+        raise RuntimeError(
+            f"gz sim did not answer within {self.timeout_s:g} s; see {self.log.name}"
+        )
+
+    def step(self, n: int) -> None:
+        """Ask the paused world to run n physics iterations and pause again.
+
+        The service answers when the request is queued, not when the iterations are done:
+        callers wait for a message stamped with the target time (`wait_stamp`) before they
+        teleport the vehicle again."""
+        if n <= 0:
+            return
+        req = self._WorldControl(pause=True, multi_step=int(n))
+        if not self._request(f"/world/{self.world}/control", req, self._WorldControl):
+            raise RuntimeError(f"/world/{self.world}/control refused multi_step {n}")
+
+    def set_pose(self, model: str, xyz, quat_xyzw) -> None:
+        """Teleport `model`; UserCommands applies it in the next iteration's PreUpdate."""
+        req = self._Pose(name=model)
+        req.position.x, req.position.y, req.position.z = (float(v) for v in xyz)
+        o = req.orientation
+        o.x, o.y, o.z, o.w = (float(v) for v in quat_xyzw)
+        if not self._request(f"/world/{self.world}/set_pose", req, self._Pose):
+            raise RuntimeError(f"/world/{self.world}/set_pose refused a pose for {model}")
+
+    # ------------------------------------------------------------------ topics
+
+    def subscribe(self, topic: str, msg_class: Any) -> None:
+        """Keep every message on `topic` as (stamp ns -> wire bytes)."""
+        from simconform.adapters.gazebo.decode import message_stamp_ns
+
+        def callback(msg: Any) -> None:
+            raw = msg.SerializeToString()
+            with self._lock:
+                self._inbox[topic][message_stamp_ns(raw)] = raw
+                self._lock.notify_all()
+
+        if not self.node.subscribe(msg_class, topic, callback):
+            raise RuntimeError(f"could not subscribe to {topic}")
+
+    def wait_stamp(self, topic: str, stamp_ns: int, timeout_s: float = 30.0) -> None:
+        """Block until a message stamped `stamp_ns` has arrived on `topic` (kept)."""
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            while stamp_ns not in self._inbox[topic]:
+                left = deadline - time.monotonic()
+                if left <= 0 or self.proc.poll() is not None:
+                    have = sorted(self._inbox[topic])[-3:]
+                    raise RuntimeError(
+                        f"no message stamped {stamp_ns} ns on {topic} within {timeout_s:g} s "
+                        f"(latest stamps {have}); see {self.log.name}"
+                    )
+                self._lock.wait(left)
+
+    def wait_for(self, topic: str, stamp_ns: int, timeout_s: float = 30.0) -> bytes:
+        """The message stamped `stamp_ns` on `topic`; older ones on that topic are dropped."""
+        self.wait_stamp(topic, stamp_ns, timeout_s)
+        with self._lock:
+            box = self._inbox[topic]
+            raw = box.pop(stamp_ns)
+            for old in [s for s in box if s < stamp_ns]:
+                del box[old]
+            return raw
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()

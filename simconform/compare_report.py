@@ -1,0 +1,410 @@
+"""Writers for `simconform compare`: compare.md, compare.json, junit.xml and PNG plots, in the
+style of the run report (verify/report.py, verify/plots.py)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+from xml.etree import ElementTree as ET
+
+import numpy as np
+
+from simconform.verify.plots import MAX_HIST, _plt
+from simconform.verify.report import SYMBOL, fmt
+
+if TYPE_CHECKING:
+    from simconform.compare import Comparison
+
+COLOUR = {"pass": "#1a7f37", "fail": "#cf222e", "inconclusive": "#9a6700"}
+
+
+def _band(tol: list | None) -> str:
+    """A tolerance as people read it: +-0.01, >= 0.995, <= 0.01 or [lo, hi]."""
+    if not tol:
+        return "-"
+    lo, hi = tol
+    if hi is None or (lo is not None and lo > 0 and hi == 1.0):
+        return f">= {fmt(lo)}"
+    if lo is not None and hi is not None and lo == -hi:
+        return f"±{fmt(hi)}"
+    if lo == 0:
+        return f"<= {fmt(hi)}"
+    return f"[{fmt(lo)}, {fmt(hi)}]"
+
+
+def _value(m: dict) -> str:
+    if m.get("measured") is None and m.get("identical_frames"):
+        return "inf"
+    return fmt(m.get("measured"))
+
+
+def summary_rows(report: dict) -> Iterator[dict]:
+    """One row per compared metric, truth first: the table printed, written and tested."""
+    for sensor, metrics in report["truth"].items():
+        for name, m in metrics.items():
+            note = m.get("reason", "") if m["verdict"] == "not_applicable" else ""
+            if m.get("identical_frames"):
+                note = (note + "; " if note else "") + f"{m['identical_frames']} identical frames"
+            yield {
+                "part": "truth",
+                "sensor": sensor,
+                "metric": name,
+                "a": "-",
+                "b": "-",
+                "value": _value(m) if "measured" in m else "-",
+                "ci": "-",
+                "tolerance": _band(m.get("tolerance")),
+                "verdict": m["verdict"],
+                "unit": m.get("unit", ""),
+                "n": m.get("n"),
+                "note": note,
+            }
+    for sensor, metrics in report["published"].items():
+        for name, m in metrics.items():
+            if "difference" not in m:
+                yield {
+                    "part": "published",
+                    "sensor": sensor,
+                    "metric": name,
+                    "a": "-",
+                    "b": "-",
+                    "value": "-",
+                    "ci": "-",
+                    "tolerance": "-",
+                    "verdict": m["verdict"],
+                    "unit": m.get("unit", ""),
+                    "n": None,
+                    "note": m.get("reason", ""),
+                }
+                continue
+            tests = []
+            if m.get("ks_p") is not None:
+                tests.append(f"KS p {fmt(m['ks_p'])}")
+            if m.get("ad_p") is not None:
+                tests.append(f"AD p {fmt(m['ad_p'])}")
+            yield {
+                "part": "published",
+                "sensor": sensor,
+                "metric": name,
+                "a": fmt(m["measured_a"]),
+                "b": fmt(m["measured_b"]),
+                "value": fmt(m["difference"]),
+                "ci": f"[{fmt(m['ci'][0])}, {fmt(m['ci'][1])}]",
+                "tolerance": _band(m["tolerance"]),
+                "verdict": m["verdict"],
+                "unit": m.get("unit", ""),
+                "n": m["n_a"],
+                "note": ", ".join(tests),
+            }
+
+
+_AXIS = re.compile(r"^(?P<base>.+_diff_(?:mean|std|maxabs))_(?P<axis>x|y|z|e|n|u|yaw)$")
+
+
+def console_rows(report: dict) -> list[dict]:
+    """summary_rows with the informational per-axis truth rows folded into one row per
+    quantity and statistic, so the terminal table stays readable."""
+    out: list[dict] = []
+    groups: dict[tuple[str, str], dict] = {}
+    for r in summary_rows(report):
+        m = _AXIS.match(r["metric"]) if r["part"] == "truth" else None
+        if m is None or r["verdict"] != "not_applicable":
+            out.append(r)
+            continue
+        key = (r["sensor"], m["base"])
+        if key not in groups:
+            groups[key] = dict(r, axes=[], values=[])
+            out.append(groups[key])
+        groups[key]["axes"].append(m["axis"])
+        groups[key]["values"].append(r["value"])
+    for (_, base), g in groups.items():
+        g["metric"] = f"{base}_{{{','.join(g.pop('axes'))}}}"
+        g["value"] = " ".join(g.pop("values"))
+    return out
+
+
+def markdown(report: dict, plots: list[str]) -> str:
+    a, b = report["runs"]["a"], report["runs"]["b"]
+    th = report["thresholds"]
+    pct = f"{100 * report['tost_level']:g} %"
+    out = [f"# simconform compare: {SYMBOL[report['verdict']]}", ""]
+    for side, r in (("A", a), ("B", b)):
+        state = "" if r["complete"] else " (**incomplete**)"
+        out.append(f"- run {side}: `{r['path']}`, backend `{r['backend']}`{state}")
+    out += [
+        f"- seed {a['seed']}, {a['duration_s']:g} s simulated; spec `{a['spec']}`, "
+        f"world `{a['world']}`, trajectory `{a['trajectory']}`",
+        f"- confidence {report['confidence']:g}: equivalence from {pct} intervals (TOST); "
+        f"lidar range tolerance {fmt(th['range_tolerance_m'])} m, hit agreement >= "
+        f"{fmt(th['hit_agreement_min'])}, PSNR >= {fmt(th['psnr_min_db'])} dB",
+        "",
+        "## Engine truth: B against A",
+        "",
+        "Every ray, pixel and sample of the captures both runs recorded, paired by sensor and "
+        "header.stamp; exact values, so a verdict compares the value with its threshold. "
+        "Lidar range differences are |p_B - p_A| signed by the nominal ray direction, on rays "
+        "where both engines return.",
+        "",
+        "| sensor | metric | value | threshold | unit | verdict | n | note |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    rows = list(summary_rows(report))
+    for r in rows:
+        if r["part"] == "truth":
+            out.append(
+                f"| {r['sensor']} | {r['metric']} | {r['value']} | {r['tolerance']} | "
+                f"{r['unit']} | {SYMBOL[r['verdict']]} | {fmt(r['n'])} | {r['note']} |"
+            )
+    out += [
+        "",
+        "## Published errors: the pipeline on each engine",
+        "",
+        "Each run's published-minus-own-truth errors (the verifier's definitions). B - A with "
+        f"its {pct} interval from a paired bootstrap over captures; pass: the interval lies "
+        "inside ± the spec's tolerance (equivalent), fail: wholly outside, inconclusive: it "
+        "straddles a bound. KS and Anderson-Darling (k-sample, p capped to [0.001, 0.25]) "
+        "p-values compare the two error distributions; informational.",
+        "",
+        f"| sensor | metric | A | B | B - A | {pct} CI | equivalence | unit | verdict | tests |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if r["part"] == "published":
+            out.append(
+                f"| {r['sensor']} | {r['metric']} | {r['a']} | {r['b']} | {r['value']} | "
+                f"{r['ci']} | {r['tolerance']} | {r['unit']} | {SYMBOL[r['verdict']]} | "
+                f"{r['note']} |"
+            )
+    for sensor, objs in report.get("breakdown", {}).items():
+        out += [
+            "",
+            f"## {sensor}: disagreement by object",
+            "",
+            "Object each beam's exact ray hits (reference geometry); worst first.",
+            "",
+            "| object | rays | hit disagreement | beyond tolerance | mean range diff (m) |",
+            "|---|---|---|---|---|",
+        ]
+        order = sorted(objs.items(), key=lambda kv: -(kv[1]["hit_disagreement"] or 0))
+        for name, o in order:
+            out.append(
+                f"| {name} | {o['rays']} | {fmt(o['hit_disagreement'])} | "
+                f"{fmt(o['range_beyond_tolerance'])} | {fmt(o['range_diff_mean'])} |"
+            )
+    if report["notes"]:
+        out += ["", "## Notes", ""] + [f"- {n}" for n in report["notes"]]
+    out.append("")
+    for p in plots:
+        out.append(f"![{p}]({p})")
+    return "\n".join(out) + "\n"
+
+
+def junit(report: dict) -> str:
+    suites = ET.Element("testsuites", name="simconform.compare")
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in summary_rows(report):
+        groups.setdefault((r["part"], r["sensor"]), []).append(r)
+    section = {"truth": report["truth"], "published": report["published"]}
+    for (part, sensor), rows in groups.items():
+        cls = f"simconform.compare.{part}.{sensor}"
+        suite = ET.SubElement(
+            suites,
+            "testsuite",
+            name=cls,
+            tests=str(len(rows)),
+            failures=str(sum(r["verdict"] in ("fail", "inconclusive") for r in rows)),
+            errors="0",
+            skipped=str(sum(r["verdict"] == "not_applicable" for r in rows)),
+        )
+        for r in rows:
+            case = ET.SubElement(suite, "testcase", classname=cls, name=r["metric"])
+            m = section[part][sensor][r["metric"]]
+            if r["verdict"] == "not_applicable":
+                ET.SubElement(case, "skipped", message=m.get("reason", ""))
+            elif r["verdict"] in ("fail", "inconclusive"):
+                msg = f"{r['verdict']}: {r['value']}" + (
+                    f", ci {r['ci']}" if r["ci"] != "-" else ""
+                )
+                msg += f", tolerance {r['tolerance']}"
+                if m.get("reason"):
+                    msg += f" ({m['reason']})"
+                ET.SubElement(case, "failure", message=msg, type=r["verdict"])
+    ET.indent(suites)
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+# ---------------------------------------------------------------- plots
+
+
+def lidar_plot(path: Path, sensor: str, diff) -> Path | None:
+    """Where the engines disagree: rate per ring and azimuth column, and the range histogram."""
+    if diff.captures == 0:
+        return None
+    plt = _plt()
+    rate = diff.disagree / diff.captures
+    rings, cols = rate.shape
+    fig, axes = plt.subplots(
+        1, 2, figsize=(13, 3.8), gridspec_kw={"width_ratios": [2.2, 1]}, squeeze=False
+    )
+    ax = axes[0, 0]
+    im = ax.imshow(
+        rate,
+        origin="lower",
+        aspect="auto",
+        cmap="magma",
+        vmin=0,
+        vmax=max(float(rate.max()), 1e-9),
+        extent=(0, 360, -0.5, rings - 0.5),
+        interpolation="nearest",
+    )
+    ax.set_xlabel(f"azimuth (deg, {cols} columns, counter-clockwise from x)")
+    ax.set_ylabel("ring (0 = lowest beam)")
+    ax.set_title(
+        f"{sensor}: share of sweeps where A and B disagree "
+        f"(hit/no-hit, or |Δr| > {fmt(diff.tol)} m)"
+    )
+    fig.colorbar(im, ax=ax, fraction=0.035)
+    ax = axes[0, 1]
+    d = np.concatenate(diff.diffs) if diff.diffs else np.zeros(0)
+    if d.size:
+        if d.size > MAX_HIST:
+            d = np.random.default_rng(0).choice(d, MAX_HIST, replace=False)
+        ax.hist(d * 1e3, bins=80, color="#8fb8de")
+        ax.set_yscale("log")
+    ax.set_xlabel("range B - A (mm), rays where both hit")
+    ax.set_title("range difference")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def camera_plot(path: Path, sensor: str, diff) -> Path | None:
+    """The frame with the lowest PSNR: A, B and |B - A|."""
+    if diff.worst is None:
+        return None
+    plt = _plt()
+    p, t_ns, a, b = diff.worst
+    d = np.abs(b.astype(np.int16) - a.astype(np.int16)).max(axis=2)
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    axes[0].imshow(a)
+    axes[0].set_title(f"{sensor}: truth A at {t_ns / 1e9:.3f} s")
+    axes[1].imshow(b)
+    axes[1].set_title("truth B")
+    im = axes[2].imshow(d, cmap="magma", vmin=0, vmax=max(1, int(d.max())))
+    ptxt = "inf" if math.isinf(p) else f"{p:.1f}"
+    axes[2].set_title(f"|B - A| (max over channels), PSNR {ptxt} dB")
+    fig.colorbar(im, ax=axes[2], fraction=0.035)
+    for ax in axes:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def published_plot(path: Path, sensor: str, fields: dict, metrics: dict) -> Path | None:
+    """Published error distributions of A and B overlaid, per field."""
+    from simconform.compare import _metric_names
+
+    def spread(x: np.ndarray) -> bool:
+        return len(x) > 0 and float(x.max()) > float(x.min())
+
+    # a constant field (a fixed latency) has nothing to overlay
+    fields = {
+        k: v
+        for k, v in fields.items()
+        if len(v[0]) and len(v[1]) and (spread(v[0]) or spread(v[1]))
+    }
+    if not fields:
+        return None
+    plt = _plt()
+    n = len(fields)
+    cols = min(3, n)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.0 * rows), squeeze=False)
+    rng = np.random.default_rng(0)
+    for ax, (name, (a, b, unit)) in zip(axes.flat, fields.items()):
+        a = a if a.size <= MAX_HIST else rng.choice(a, MAX_HIST, replace=False)
+        b = b if b.size <= MAX_HIST else rng.choice(b, MAX_HIST, replace=False)
+        lo, hi = float(min(a.min(), b.min())), float(max(a.max(), b.max()))
+        bins = np.linspace(lo, hi if hi > lo else lo + 1e-9, 81)
+        ax.hist(a, bins=bins, density=True, histtype="step", lw=1.5, label="A", color="#0969da")
+        ax.hist(b, bins=bins, density=True, histtype="step", lw=1.2, label="B", color="#cf222e")
+        m = metrics.get(name) or metrics.get(_metric_names(name)[0], {})
+        ks = m.get("ks_p")
+        ax.set_title(f"{sensor}: {name}" + (f" (KS p {fmt(ks)})" if ks is not None else ""))
+        ax.set_xlabel(unit)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def equivalence_plot(path: Path, report: dict) -> Path | None:
+    """Each published metric's interval of B - A in units of its equivalence bound."""
+    items = []
+    for sensor, metrics in report["published"].items():
+        for name, m in metrics.items():
+            if "difference" not in m or m["ci"][0] is None or not m["tolerance"][1]:
+                continue
+            bound = m["tolerance"][1]
+            items.append(
+                (f"{sensor}.{name}", [m["difference"] / bound, *(c / bound for c in m["ci"])], m)
+            )
+    if not items:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8, 0.22 * len(items) + 1.2))
+    for i, (_label, (v, lo, hi), m) in enumerate(items):
+        c = COLOUR.get(m["verdict"], "grey")
+        ax.plot([max(lo, -3), min(hi, 3)], [i, i], "-", color=c, lw=3)
+        ax.plot([np.clip(v, -3, 3)], [i], "o", color=c, ms=3)
+    ax.axvspan(-1, 1, color="#dafbe1", zorder=0)
+    ax.axvline(0, color="k", lw=0.5)
+    ax.set_yticks(range(len(items)), [x[0] for x in items], fontsize=7)
+    ax.set_xlim(-3, 3)
+    ax.invert_yaxis()
+    ax.set_xlabel("(B - A) / equivalence bound (interval as bar, clipped at ±3)")
+    ax.set_title("published errors: B equivalent to A?")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def write_plots(out: Path, res: Comparison) -> list[Path]:
+    from simconform.compare import CameraTruthDiff, LidarTruthDiff
+
+    paths: list[Path | None] = []
+    for sensor, diff in res.truth_diffs.items():
+        if isinstance(diff, LidarTruthDiff):
+            paths.append(lidar_plot(out / f"{sensor}_disagreement.png", sensor, diff))
+        elif isinstance(diff, CameraTruthDiff):
+            paths.append(camera_plot(out / f"{sensor}_worst_frame.png", sensor, diff))
+    for sensor, fields in res.samples.items():
+        metrics = res.report["published"].get(sensor, {})
+        paths.append(published_plot(out / f"{sensor}_published.png", sensor, fields, metrics))
+    paths.append(equivalence_plot(out / "equivalence.png", res.report))
+    return [p for p in paths if p is not None]
+
+
+def write_compare(out: Path, res: Comparison) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    plots = write_plots(out, res)
+    names = [p.name for p in plots]
+    files = {
+        "compare.json": json.dumps(res.report, indent=2) + "\n",
+        "compare.md": markdown(res.report, names),
+        "junit.xml": junit(res.report),
+    }
+    for name, text in files.items():
+        (out / name).write_text(text)
+    return [out / n for n in files] + plots
