@@ -53,6 +53,8 @@ from simconform.trajectory import Trajectory, load_trajectory
 from simconform.world import World, load_world
 
 REPO = Path(__file__).resolve().parent.parent
+if not (REPO / "worlds" / "demo.yaml").is_file():  # installed without the source tree
+    REPO = Path.cwd()
 DEMO_WORLD = REPO / "worlds" / "demo.yaml"
 DEMO_TRAJECTORY = REPO / "worlds" / "demo.tum"
 DEMO_SPEC = REPO / "sensors_spec" / "rover.yaml"
