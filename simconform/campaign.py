@@ -8,6 +8,24 @@ content, world + mesh + trajectory file hashes, seed, backend, duration, storage
 simconform version): a cell whose run is complete, verified and has the same hash is not run
 again, so an interrupted or extended campaign resumes where it stopped.
 
+DIR also holds specs/<variant>.yaml (the variant specs the cells ran), campaign.json,
+campaign.md, junit.xml and plots/ (simconform.campaign_report), and .campaign-token. Cells of
+an earlier matrix that the file no longer names stay on disk but out of the report. `--force`
+runs every cell again.
+
+A campaign file::
+
+    spec: ../sensors_spec/rover.yaml          # default: the demo spec, world and trajectory
+    backends: [reference]
+    seeds: {start: 1, count: 8}               # or a list: [1, 2, 3]
+    variants:                                 # name -> overrides of the spec
+      nominal: {}
+      sigma2x: {noise_scale: 2.0}             # every noise sigma of every sensor times 2
+      lidar5cm: {sensors.lidar.noise.range.sigma: 0.05}   # dotted path -> value
+    worlds: [{world: ../worlds/demo.yaml, trajectory: ../worlds/demo.tum}]
+    duration: 5.0                             # s; default: the whole trajectory
+    confidence: 0.95
+
 Executors:
 
 - ``local``: a ``concurrent.futures.ProcessPoolExecutor`` (spawn, so no fork of a threaded
@@ -19,7 +37,8 @@ Executors:
   the cluster at ``--address`` (``local`` starts ``ray.init(num_cpus=jobs)`` in-process,
   ``auto`` joins a running cluster, ``ray://host:port`` is Ray Client). A task that dies
   (``WorkerCrashedError``, node death, OOM kill) is retried once, then reported ``crashed``.
-  Every node needs simconform installed.
+  ``--jobs`` is num_cpus for ``local`` and a cap on cells in flight on a cluster (default: as
+  many as the cluster schedules). Every node needs simconform installed.
 
 Files come back to DIR either way. Inputs always travel with a Ray task (spec variant text,
 world + meshes + trajectory bytes, put once in the object store). The worker runs in place,
@@ -65,14 +84,13 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from simconform import __version__
-from simconform.errors import UserError, load_yaml, validate
+from simconform.errors import UserError, from_validation, load_yaml, validate
 
 TOKEN_FILE = ".campaign-token"
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_]{0,39}$"
 MAX_SEED = 2**63
 NOISE_SCALE = "noise_scale"
 RAY_INSTALL = "install it with pip install 'simconform[ray]' (or pip install 'ray[default]')"
-PASSING = ("pass", "not_applicable")
 Transfer = Literal["auto", "archive"]
 
 
@@ -316,9 +334,8 @@ def _variant(file: Path, name: str, overrides: dict[str, Any], base: dict) -> Va
     try:
         spec = Spec.model_validate(data)
     except ValidationError as err:
-        e = err.errors(include_url=False)[0]
-        loc = ".".join(str(p) for p in e["loc"])
-        raise UserError(file, f"variants.{name}: spec {loc}", e.get("input"), e["msg"]) from None
+        e = from_validation(file, err)
+        raise UserError(file, f"variants.{name}: spec {e.field}", e.value, e.allowed) from None
     content = spec.model_dump(mode="json")
     return Variant(name, dict(overrides), content, yaml.safe_dump(content, sort_keys=False))
 
@@ -444,6 +461,8 @@ def execute_cell(
 
         BACKENDS.setdefault(cell.backend, cell.backend_entry)
         if mode == "shared" or (mode == "auto" and _sees_driver(cell, token)):
+            # what an attempt killed mid-run left behind (the folder is the campaign's own)
+            shutil.rmtree(cell.out, ignore_errors=True)
             verdict, complete = _run(cell, cell.spec, cell.world, cell.trajectory, Path(cell.out))
             return {"status": "ran", "verdict": verdict, "complete": complete, "transfer": "shared"}
         if spec_text is None or scene_files is None:
@@ -534,7 +553,13 @@ class LocalExecutor:
     def __init__(self, jobs: int) -> None:
         self.jobs = jobs
 
-    def execute(self, cells: list[Cell]) -> Iterator[Outcome]:
+    def open(self) -> None:
+        """Nothing to connect to: workers start with the first cell."""
+
+    def close(self) -> None:
+        """Pools are shut down by execute() itself."""
+
+    def execute(self, cells: list[Cell], token: str | None = None) -> Iterator[Outcome]:
         ctx = mp.get_context("spawn")
         todo, suspects = deque(cells), deque()
         attempts: Counter[str] = Counter()
@@ -550,8 +575,7 @@ class LocalExecutor:
                     else:
                         cell = todo.popleft()
                         if pool is None:
-                            size = min(self.jobs, len(todo) + 1)
-                            pool = ProcessPoolExecutor(size, mp_context=ctx)
+                            pool = _started_pool(min(self.jobs, len(todo) + 1), ctx)
                         inflight[pool.submit(timed_cell, cell)] = (cell, None)
                     attempts[cell.id] += 1
                 done, _ = wait(inflight, return_when=FIRST_COMPLETED)
@@ -598,6 +622,27 @@ class LocalExecutor:
                 own.shutdown(wait=False)
 
 
+def _started_pool(size: int, ctx) -> ProcessPoolExecutor:
+    """A pool whose `size` workers all run before any cell is submitted.
+
+    A spawn-context pool starts workers on demand, and CPython (3.11-3.13) watches only the
+    workers that existed when its manager thread last began to wait: the death of one started
+    later goes unnoticed until some other result arrives, or forever if none does. Starting
+    them all up front closes that gap.
+    """
+    pool = ProcessPoolExecutor(size, mp_context=ctx)
+    try:
+        for fut in [pool.submit(os.getpid) for _ in range(size)]:
+            fut.result()
+    except BrokenProcessPool:
+        pool.shutdown(wait=True)
+        raise RuntimeError(
+            "campaign worker processes die at start-up; a script that calls run_campaign "
+            "must guard its top level with `if __name__ == '__main__':`"
+        ) from None
+    return pool
+
+
 def _import_ray():
     try:
         import ray
@@ -611,28 +656,21 @@ class RayExecutor:
 
     name = "ray"
 
-    def __init__(
-        self, jobs: int | None, address: str | None, transfer: Transfer, token: str, plan: Plan
-    ) -> None:
-        self.jobs, self.address, self.transfer, self.token, self.plan = (
-            jobs,
-            address,
-            transfer,
-            token,
-            plan,
-        )
+    def __init__(self, jobs: int | None, address: str | None, transfer: Transfer, plan: Plan):
+        self.jobs, self.address, self.transfer, self.plan = jobs, address, transfer, plan
+        self.owned = False  # whether this executor started or joined Ray and must shut it down
 
-    def connect(self, ray) -> bool:
-        """Connect (or start); True when this executor started Ray and must shut it down."""
+    def open(self) -> None:
+        """Connect (or start Ray) before anything is written, so a bad --address writes nothing."""
+        ray = _import_ray()
         if ray.is_initialized():  # an embedding program's session is used as it is
-            return False
+            return
         quiet = {"log_to_driver": False, "logging_level": logging.WARNING}
         address = self.address or os.environ.get("RAY_ADDRESS") or "local"
         try:
-            if address == "local":
-                ray.init(
-                    num_cpus=self.jobs or os.cpu_count() or 1, include_dashboard=False, **quiet
-                )
+            if address == "local":  # a new in-process instance even if another one runs
+                cpus = self.jobs or os.cpu_count() or 1
+                ray.init(address="local", num_cpus=cpus, include_dashboard=False, **quiet)
             else:
                 ray.init(address=address, **quiet)
         except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -643,11 +681,15 @@ class RayExecutor:
                 f"could not connect to Ray ({' '.join(str(exc).split())[:160]}); expected "
                 "local, auto (a running cluster) or ray://host:port",
             ) from None
-        return True
+        self.owned = True
 
-    def execute(self, cells: list[Cell]) -> Iterator[Outcome]:
+    def close(self) -> None:
+        if self.owned:
+            _import_ray().shutdown()
+            self.owned = False
+
+    def execute(self, cells: list[Cell], token: str | None = None) -> Iterator[Outcome]:
         ray = _import_ray()
-        owned = self.connect(ray)
         names = ("WorkerCrashedError", "NodeDiedError", "OutOfMemoryError", "LocalRayletDiedError")
         crash_types = tuple(getattr(ray.exceptions, n) for n in names if hasattr(ray.exceptions, n))
         inflight: dict[Any, Cell] = {}
@@ -662,9 +704,7 @@ class RayExecutor:
                 while todo and len(inflight) < limit:
                     c = todo.popleft()
                     attempts[c.id] += 1
-                    ref = task.remote(
-                        c, self.transfer, self.token, specs[c.variant], scenes[c.scene]
-                    )
+                    ref = task.remote(c, self.transfer, token, specs[c.variant], scenes[c.scene])
                     inflight[ref] = c
                 ready, _ = ray.wait(list(inflight), num_returns=1)
                 for ref in ready:
@@ -683,8 +723,6 @@ class RayExecutor:
             for ref in inflight:
                 with contextlib.suppress(Exception):  # best effort on the way out
                     ray.cancel(ref, force=True)
-            if owned:
-                ray.shutdown()
 
 
 def scene_bundle(scene: Scene) -> dict[str, bytes]:
@@ -739,6 +777,8 @@ def done_record(cell: Cell) -> dict | None:
 
 
 def _record(cell: Cell, res: dict, attempts: int) -> dict:
+    if res["status"] == "ran" and not res.get("complete"):
+        res = {**res, "status": "error", "error": "the run stopped before its end (a signal)"}
     rec = {
         "id": cell.id,
         "backend": cell.backend,
@@ -760,6 +800,19 @@ def _record(cell: Cell, res: dict, attempts: int) -> dict:
     return rec
 
 
+def _untar(archive: bytes, dest: Path) -> None:
+    """Unpack a worker's run folder; refuse links and paths leaving `dest` (old Pythons too)."""
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(dest, filter="data")
+            return
+        for m in tar.getmembers():
+            target = (dest / m.name).resolve()
+            if not (m.isfile() or m.isdir()) or not target.is_relative_to(dest.resolve()):
+                raise RuntimeError(f"refusing {m.name!r} in a worker's run archive")
+        tar.extractall(dest)
+
+
 def finish_cell(cell: Cell, res: dict, attempts: int) -> dict:
     """Unpack a returned run folder, write cell.json, return the cell's record."""
     d = Path(cell.out)
@@ -767,8 +820,7 @@ def finish_cell(cell: Cell, res: dict, attempts: int) -> dict:
     if archive is not None:
         shutil.rmtree(d, ignore_errors=True)
         d.mkdir(parents=True)
-        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-            tar.extractall(d, filter="data")
+        _untar(archive, d)
     rec = _record(cell, res, attempts)
     d.mkdir(parents=True, exist_ok=True)
     meta = {
@@ -807,7 +859,9 @@ def run_campaign(
     """Run every cell that is not already done, then write the campaign report; returns it.
 
     `transfer="archive"` makes Ray workers always return run folders as tar bytes, as on a
-    cluster without a shared filesystem (to check such a setup on one machine).
+    cluster without a shared filesystem (to check such a setup on one machine). The local pool
+    spawns workers, so a script calling this must guard its top level with
+    `if __name__ == "__main__":`.
     """
     from simconform.campaign_report import write_campaign_report
 
@@ -823,37 +877,39 @@ def run_campaign(
         _import_ray()
     plan = load_campaign(campaign)
     out = Path(out).resolve()
-    token = _prepare(out)
-    (out / "specs").mkdir(exist_ok=True)
-    for v in plan.variants:
-        spec_file = out / "specs" / f"{v.name}.yaml"
-        if not spec_file.is_file() or spec_file.read_text() != v.text:
-            spec_file.write_text(v.text)
-    cells = plan.cells(out)
-    records: dict[str, dict] = {}
-    if not force:
-        for c in cells:
-            rec = done_record(c)
-            if rec is not None:
-                records[c.id] = rec
-    todo = [c for c in cells if c.id not in records]
-    for c in todo:
-        shutil.rmtree(c.out, ignore_errors=True)
     n_jobs = jobs or os.cpu_count() or 1
     ex: LocalExecutor | RayExecutor = (
-        LocalExecutor(n_jobs)
-        if executor == "local"
-        else RayExecutor(jobs, address, transfer, token, plan)
+        LocalExecutor(n_jobs) if executor == "local" else RayExecutor(jobs, address, transfer, plan)
     )
-    t0 = time.monotonic()
-    interrupted = False
-    with CampaignProgress(len(cells), records.values(), progress) as bar:
-        try:
-            for cell, res, attempts in ex.execute(todo):
-                records[cell.id] = finish_cell(cell, res, attempts)
-                bar.done(records[cell.id])
-        except KeyboardInterrupt:
-            interrupted = True
+    ex.open()
+    try:
+        token = _prepare(out)
+        (out / "specs").mkdir(exist_ok=True)
+        for v in plan.variants:
+            spec_file = out / "specs" / f"{v.name}.yaml"
+            if not spec_file.is_file() or spec_file.read_text() != v.text:
+                spec_file.write_text(v.text)
+        cells = plan.cells(out)
+        records: dict[str, dict] = {}
+        if not force:
+            for c in cells:
+                rec = done_record(c)
+                if rec is not None:
+                    records[c.id] = rec
+        todo = [c for c in cells if c.id not in records]
+        for c in todo:
+            shutil.rmtree(c.out, ignore_errors=True)
+        t0 = time.monotonic()
+        interrupted = False
+        with CampaignProgress(len(cells), records.values(), progress) as bar:
+            try:
+                for cell, res, attempts in ex.execute(todo, token):
+                    records[cell.id] = finish_cell(cell, res, attempts)
+                    bar.done(records[cell.id])
+            except KeyboardInterrupt:
+                interrupted = True
+    finally:
+        ex.close()
     for c in cells:
         records.setdefault(c.id, {**_record(c, {"status": "not_run"}, 0), "error": None})
     meta = {
@@ -941,11 +997,13 @@ class CampaignProgress:
         return "campaign " + " ".join(parts)
 
     def done(self, rec: dict) -> None:
+        from rich.markup import escape
+
         self.counts[rec["status"]] += 1
         if self.p is None:
             return
         wall = f" {rec['wall_s']:.1f} s" if rec.get("wall_s") else ""
-        note = f" ({rec['error']})" if rec.get("error") else ""
+        note = f" ({escape(str(rec['error']))})" if rec.get("error") else ""
         tries = f", attempt {rec['attempts']}" if rec["attempts"] > 1 else ""
         self.p.console.print(
             f"{SYMBOL[rec['status']]} {rec['id']}: {rec['status']}{wall}{tries}{note}"
@@ -959,6 +1017,7 @@ class CampaignProgress:
 
 def print_summary(report: dict, console=None) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     if console is None:
@@ -989,6 +1048,10 @@ def print_summary(report: dict, console=None) -> None:
             "ok" if not bad_cov else f"[yellow]{bad_cov} off[/]",
         )
     console.print(table)
+    for r in report["cells"]:
+        if r["status"] in ("crashed", "error"):
+            why = escape(str(r.get("error")))
+            console.print(f"{SYMBOL[r['status']]} {r['id']}: {r['status']} ({why})")
     v = report["verdict"]
     style = "green" if v == "pass" else "bold red"
     console.print(f"campaign verdict: [{style}]{v.upper()}[/]")

@@ -45,9 +45,15 @@ def _eps(v: float) -> float:
     return 1e-9 * max(1.0, abs(v))
 
 
+def target(m: dict) -> float | None:
+    """The value the CI should cover: the configured one, or for metrics that the verifier
+    predicts (camera noise after clamp, round and JPEG) the prediction."""
+    return m.get("predicted", m.get("configured"))
+
+
 def covers(m: dict) -> bool | None:
-    """Does the metric's CI contain its configured value? None when it has no CI."""
-    ci, c = m.get("ci"), m.get("configured")
+    """Does the metric's CI contain its target value? None when it has no CI."""
+    ci, c = m.get("ci"), target(m)
     if not ci or ci[0] is None or ci[1] is None or c is None:
         return None
     return ci[0] - _eps(c) <= c <= ci[1] + _eps(c)
@@ -56,7 +62,7 @@ def covers(m: dict) -> bool | None:
 def standardized_miss(m: dict, level: float) -> float | None:
     """(configured - measured) in units of the CI's half-width on that side, times z: the
     CI covers the configured value exactly when |result| <= z (plotted per seed)."""
-    ci, c, x = m.get("ci"), m.get("configured"), m.get("measured")
+    ci, c, x = m.get("ci"), target(m), m.get("measured")
     if covers(m) is None or x is None:
         return None
     z = float(norm.ppf(0.5 + level / 2))

@@ -142,10 +142,12 @@ def verify(
     raise typer.Exit(exit_code(report))
 
 
+from simconform.campaign import campaign_command  # noqa: E402
 from simconform.compare import compare_command  # noqa: E402
 from simconform.replay_cli import replay_command  # noqa: E402
 
 app.command("compare")(compare_command)
+app.command("campaign")(campaign_command)
 
 app.command("replay")(replay_command)
 
@@ -165,13 +167,13 @@ def main() -> None:
         sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.exceptions.Abort):
+    except Exception as exc:  # usage errors of the click that typer bundles
+        if type(exc).__name__ == "Abort":
             print("simconform: aborted", file=sys.stderr)
             sys.exit(130)
-        if isinstance(exc, click.ClickException):
+        if callable(getattr(exc, "show", None)) and isinstance(
+            getattr(exc, "exit_code", None), int
+        ):
             exc.show()
             sys.exit(2)
         raise

@@ -102,7 +102,8 @@ def _normality_verdicts(sensors: dict, level: float) -> None:
     checks = [
         m for s in sensors.values() for m in s["metrics"].values() if m.get("verdict") == "pending"
     ]
-    alpha = (1 - level) / max(1, len(checks))
+    # a diagnostic: at most 1 % family-wise, so campaigns of many correct runs rarely fail on it
+    alpha = min(1 - level, 0.01) / max(1, len(checks))
     for m in checks:
         m["verdict"] = "pass" if (m["p_value"] is not None and m["p_value"] >= alpha) else "fail"
         m["alpha"] = alpha

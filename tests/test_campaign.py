@@ -1,0 +1,316 @@
+"""Campaigns: matrix expansion, the local pool and a real local Ray, resume, crashed workers,
+the coverage of our own confidence intervals over 50 seeds, and campaign-file validation.
+
+The crash cases use a backend registered at run time under the name "kill" whose open() kills
+its own process with SIGKILL; campaigns ship backends to workers by registry entry, so the
+workers import it from this module (spawned pool workers inherit sys.path, Ray workers get it
+through PYTHONPATH).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import pytest
+import typer
+import yaml
+from scipy.stats import binom
+
+from conftest import DEMO_TRAJECTORY, DEMO_WORLD, demo_spec, write_yaml
+from simconform import campaign as cp
+from simconform.adapters import BACKENDS
+from simconform.adapters.reference import ReferenceBackend
+from simconform.errors import UserError
+
+TESTS = Path(__file__).resolve().parent
+KILL = "test_campaign:KillBackend"
+SLOW = "test_campaign:SlowBackend"
+LIDAR_METRICS = ("range_bias", "range_std", "range_rmse", "point_dropout")
+
+
+def _campaign_dir(spec) -> Path:
+    return Path(spec.source).parent.parent  # the spec a cell runs is DIR/specs/<variant>.yaml
+
+
+class KillBackend(ReferenceBackend):
+    """Dies like a segfaulting engine: the worker process is gone, no exception, no result.
+    It leaves DIR/killed behind first, for SlowBackend."""
+
+    name = "kill"
+
+    def open(self, world, spec) -> None:
+        (_campaign_dir(spec) / "killed").touch()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class SlowBackend(ReferenceBackend):
+    """The reference backend, but its first batch waits (up to 20 s) until a KillBackend cell
+    has died, unless one already did: mid-run when the pool breaks, it goes down with it, an
+    innocent bystander whose retry then runs straight through."""
+
+    name = "slow"
+
+    def open(self, world, spec) -> None:
+        super().open(world, spec)
+        self._marker = _campaign_dir(spec) / "killed"
+        self._wait = not self._marker.exists()
+
+    def capture_batch(self, *args, **kwargs):
+        if self._wait:
+            self._wait = False
+            deadline = time.monotonic() + 20
+            while not self._marker.exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.5)  # the pool notices the death and stops its other workers
+        return super().capture_batch(*args, **kwargs)
+
+
+def tiny_spec(path: Path) -> Path:
+    """rover.yaml's lidar alone at 16 x 90, tolerances wide enough for 1 s runs to pass."""
+    lidar = demo_spec()["sensors"]["lidar"]
+    lidar.update(columns=90, rings={"count": 16, "fov_deg": [-15.0, 15.0]})
+    lidar["tolerances"] = {"dropout_abs": 0.3}
+    return write_yaml(path, {"name": "tiny", "sensors": {"lidar": lidar}})
+
+
+def campaign_file(tmp: Path, **over) -> Path:
+    tiny_spec(tmp / "tiny.yaml")
+    data = {
+        "name": "tiny",
+        "spec": "tiny.yaml",
+        "backends": ["reference"],
+        "seeds": [1, 2],
+        "variants": {"nominal": {}},
+        "worlds": [{"world": str(DEMO_WORLD), "trajectory": str(DEMO_TRAJECTORY)}],
+        "duration": 1.0,
+    }
+    data.update(over)
+    return write_yaml(tmp / "campaign.yaml", data)
+
+
+def stamps(out: Path) -> dict[str, int]:
+    """mtime of every cell's run.json, bag and cell.json: unchanged means not run again."""
+    files = [
+        *out.glob("cells/*/run.json"),
+        *out.glob("cells/*/bag/*"),
+        *out.glob("cells/*/cell.json"),
+    ]
+    return {str(p.relative_to(out)): p.stat().st_mtime_ns for p in files}
+
+
+@pytest.fixture
+def kill_backend(monkeypatch):
+    monkeypatch.setitem(BACKENDS, "kill", KILL)
+    monkeypatch.setitem(BACKENDS, "slow", SLOW)
+
+
+def test_local_pool_report_cli_and_resume(tmp_path: Path) -> None:
+    file = campaign_file(
+        tmp_path,
+        variants={
+            "nominal": {},
+            "sigma2x": {"noise_scale": 2.0, "sensors.lidar.dropout.point": 0.2},
+        },
+    )
+    out = tmp_path / "out"
+    app = typer.Typer()
+    app.command("campaign")(cp.campaign_command)
+    app.command("other")(lambda: None)  # two commands: the name "campaign" is on the line
+    args = ["campaign", str(file), "--out", str(out), "--jobs", "2"]
+    assert app(args, standalone_mode=False) == 0
+
+    report = json.loads((out / "campaign.json").read_text())
+    ids = [c["id"] for c in report["cells"]]
+    assert ids == [f"reference-s{s}-{v}-demo" for v in ("nominal", "sigma2x") for s in (1, 2)]
+    assert report["verdict"] == "pass" and report["totals"]["pass"] == 4
+    for cid in ids:  # each cell is an ordinary run folder plus cell.json
+        d = out / "cells" / cid
+        assert (d / "report" / "report.json").is_file() and (d / "bag").is_dir()
+        run = json.loads((d / "run.json").read_text())
+        assert run["complete"] and run["seed"] == int(cid.split("-s")[1].split("-")[0])
+        meta = json.loads((d / "cell.json").read_text())
+        assert meta["hash"] == next(c["hash"] for c in report["cells"] if c["id"] == cid)
+    lidar = json.loads((out / "cells" / ids[2] / "run.json").read_text())["spec_content"]
+    lidar = lidar["sensors"]["lidar"]
+    assert lidar["noise"]["range"]["sigma"] == pytest.approx(0.04)
+    assert lidar["dropout"]["point"] == 0.2
+    assert report["cells"][0]["hash"] != report["cells"][2]["hash"]
+    for name in ("campaign.md", "junit.xml", "plots/pass_rate.png", "plots/coverage.png"):
+        assert (out / name).stat().st_size > 0
+    assert {"plots/sweep_lidar.png", "plots/spread_lidar.png"} <= set(report["plots"])
+    cases = ET.parse(out / "junit.xml").getroot().findall(".//testcase")
+    n_metrics = len(
+        json.loads((out / "cells" / ids[0] / "report" / "report.json").read_text())["sensors"][
+            "lidar"
+        ]["metrics"]
+    )
+    assert len(cases) == 4 * n_metrics
+
+    before = stamps(out)
+    again = cp.run_campaign(file, out, jobs=2)
+    assert stamps(out) == before  # nothing ran again
+    assert again["totals"]["resumed"] == 4
+
+    (out / "cells" / ids[1] / "report" / "report.json").unlink()
+    run_json = out / "cells" / ids[3] / "run.json"
+    run_json.write_text(json.dumps({**json.loads(run_json.read_text()), "complete": False}))
+    before = stamps(out)
+    third = cp.run_campaign(file, out, jobs=2)
+    after = stamps(out)
+    changed = {k.split("/")[1] for k in before if before[k] != after[k]}
+    assert changed == {ids[1], ids[3]}
+    assert third["totals"]["resumed"] == 2 and third["verdict"] == "pass"
+
+
+def test_killed_worker_is_retried_once_then_failed(tmp_path: Path, kill_backend) -> None:
+    # two cells in flight together: the kill breaks the pool while the reference cell runs
+    file = campaign_file(tmp_path, backends=["slow", "kill"], seeds=[1])
+    with pytest.raises(typer.Exit) as exc:
+        cp.campaign_command(file, tmp_path / "out", 2, "local", None, False)
+    assert exc.value.exit_code == 1
+    report = json.loads((tmp_path / "out" / "campaign.json").read_text())
+    ref, kill = report["cells"]
+    assert kill["id"] == "kill-s1-nominal-demo"
+    assert kill["status"] == "crashed" and kill["attempts"] == 2
+    # the bystander was retried in its own process, over what its killed attempt left
+    assert ref["id"] == "slow-s1-nominal-demo"
+    assert ref["status"] == "pass" and ref["attempts"] == 2
+    assert report["verdict"] == "fail" and report["totals"]["crashed"] == 1
+    junit = (tmp_path / "out" / "junit.xml").read_text()
+    assert junit.count('type="crashed"') == 1
+
+
+def test_ray_executor_on_a_real_local_ray(tmp_path: Path, kill_backend, monkeypatch) -> None:
+    pytest.importorskip("ray", reason="Ray is not installed (pip install 'simconform[ray]')")
+    # Ray workers start from the raylet's environment: let them import KillBackend from here
+    path = os.pathsep.join(p for p in (str(TESTS), os.environ.get("PYTHONPATH")) if p)
+    monkeypatch.setenv("PYTHONPATH", path)
+    file = campaign_file(tmp_path, backends=["reference", "kill"], seeds=[1])
+    out = tmp_path / "ray"
+    report = cp.run_campaign(file, out, jobs=2, executor="ray", address="local")
+    import ray
+
+    assert not ray.is_initialized()  # the executor started Ray (num_cpus=2) and shut it down
+    ref, kill = report["cells"]
+    assert ref["status"] == "pass" and ref["transfer"] == "shared" and ref["attempts"] == 1
+    assert ref["worker"]["pid"] != os.getpid()
+    assert kill["status"] == "crashed" and kill["attempts"] == 2  # WorkerCrashedError twice
+
+    # A worker that cannot see the campaign folder (other token) runs in scratch space and
+    # returns the run folder as a tar: the same bytes arrive as a shared-filesystem run made.
+    plan = cp.load_campaign(file)
+    other = tmp_path / "elsewhere"
+    (other / "specs").mkdir(parents=True)
+    (other / cp.TOKEN_FILE).write_text("someone-else\n")
+    cell = next(c for c in plan.cells(other) if c.backend == "reference" and c.seed == 1)
+    (Path(cell.spec)).write_text(plan.variants[0].text)
+    res = cp.timed_cell(
+        cell, "auto", "our-token", plan.variants[0].text, cp.scene_bundle(plan.scenes[0])
+    )
+    assert res["status"] == "ran" and res["transfer"] == "archive" and res["archive"]
+    rec = cp.finish_cell(cell, res, 1)
+    assert rec["status"] == "pass"
+    got, ref = Path(cell.out) / "bag", out / "cells" / cell.id / "bag"
+    assert sorted(p.name for p in got.iterdir()) == sorted(p.name for p in ref.iterdir())
+    for p in ref.iterdir():
+        assert (got / p.name).read_bytes() == p.read_bytes()
+    assert cp.done_record(cell) is not None  # resumable like any cell
+
+
+def test_ci_coverage_over_50_seeds_matches_the_nominal_level(tmp_path: Path) -> None:
+    level = 0.95
+    file = campaign_file(tmp_path, seeds={"start": 100, "count": 50}, confidence=level)
+    report = cp.run_campaign(file, tmp_path / "out", jobs=2)
+    assert report["totals"]["cells"] == 50
+    rows = {r["metric"]: r for r in report["metrics"] if r["sensor"] == "lidar"}
+    lo, hi = binom.ppf(0.5e-6, 50, level), binom.isf(0.5e-6, 50, level)
+    for name in LIDAR_METRICS:
+        cov = rows[name]["coverage"]
+        assert cov["n"] == 50
+        assert lo <= cov["covered"] <= hi, (name, cov)
+        assert cov["status"] == "ok", (name, cov)
+        assert cov["ci"][0] <= cov["rate"] <= cov["ci"][1]
+    for name in ("latency_ms", "rate_hz"):  # deterministic here: zero-width CIs, exact
+        assert rows[name]["coverage"]["status"] == "exact"
+    assert rows["latency_max_ms"]["coverage"]["status"] == "n/a"
+    # the per-seed values behind the check are the cells' own report values
+    cell = json.loads(
+        (
+            tmp_path / "out" / "cells" / "reference-s100-nominal-demo" / "report" / "report.json"
+        ).read_text()
+    )
+    first = rows["range_std"]["per_seed"][0]
+    assert first["ci"] == cell["sensors"]["lidar"]["metrics"]["range_std"]["ci"]
+
+
+BAD = [
+    ({"bogus": 1}, "bogus", "unknown key"),
+    ({"seeds": []}, "seeds", "at least 1"),
+    ({"seeds": [1, 1]}, "seeds", "each seed once"),
+    ({"seeds": [-1]}, "seeds.0", "greater than or equal"),
+    ({"seeds": {"start": 0}}, "seeds", "count"),
+    ({"seeds": {"start": 0, "count": 2, "step": 2}}, "seeds", "unknown key"),
+    ({"backends": ["nope"]}, "backends.0", "expected one of"),
+    ({"variants": {"bad-name": {}}}, "variants", "pattern"),
+    ({"variants": {"v": {"sensors.lidar.noise.range.sgima": 0.1}}}, "variants.v.", "sigma"),
+    ({"variants": {"v": {"sensors.lidar.noise.range.sigma": -1}}}, "variants.v", "greater"),
+    ({"variants": {"v": {"noise_scale": 0}}}, "variants.v.noise_scale", "factor"),
+    ({"variants": {"v": {"sensors.lidar.rings.fov_deg.5": 1}}}, "variants.v.", "index"),
+    ({"duration": 1e6}, "duration", "spans only"),
+    ({"duration": -1}, "duration", "greater than"),
+    ({"confidence": 0.2}, "confidence", "greater than or equal"),
+    ({"worlds": [{"world": "missing.yaml", "trajectory": "t.tum"}]}, "worlds.0.world", "exist"),
+    ({"worlds": [{"world": str(DEMO_WORLD)}]}, "worlds.0.trajectory", "Field required"),
+    ({"spec": "nope.yaml"}, "spec", "existing file"),
+]
+
+
+@pytest.mark.parametrize(("over", "field", "allowed"), BAD, ids=[b[1] for b in BAD])
+def test_campaign_file_errors_name_file_field_and_allowed(tmp_path, over, field, allowed) -> None:
+    file = campaign_file(tmp_path, **over)
+    with pytest.raises(UserError) as exc:
+        cp.run_campaign(file, tmp_path / "out")
+    err = exc.value
+    assert err.file == str(file) and err.field.startswith(field), str(err)
+    assert allowed in err.allowed, str(err)
+    assert not (tmp_path / "out").exists()  # nothing written
+
+
+def test_flag_errors_and_missing_ray(tmp_path: Path, monkeypatch) -> None:
+    file = campaign_file(tmp_path)
+    for kwargs, field in (
+        ({"jobs": 0}, "--jobs"),
+        ({"executor": "slurm"}, "--executor"),
+        ({"address": "auto"}, "--address"),
+    ):
+        with pytest.raises(UserError) as exc:
+            cp.run_campaign(file, tmp_path / "out", **kwargs)
+        assert exc.value.field == field
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "notes.txt").write_text("mine")
+    with pytest.raises(UserError, match="not a simconform campaign"):
+        cp.run_campaign(file, tmp_path / "taken")
+    if importlib.util.find_spec("ray") is not None:  # no cluster to join: nothing written
+        monkeypatch.delenv("RAY_ADDRESS", raising=False)
+        with pytest.raises(UserError, match="could not connect to Ray") as exc:
+            cp.run_campaign(file, tmp_path / "out", executor="ray", address="auto")
+        assert exc.value.field == "--address"
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    with pytest.raises(UserError, match=r"pip install 'simconform\[ray\]'"):
+        cp.run_campaign(file, tmp_path / "out", executor="ray")
+    assert not (tmp_path / "out").exists()
+
+
+def test_example_campaign_is_valid() -> None:
+    plan = cp.load_campaign(TESTS.parent / "campaigns" / "demo_seeds.yaml")
+    cells = plan.cells(Path("/nonexistent/out"))
+    assert len(cells) == 16 and cells[0].id == "reference-s1-nominal-demo"
+    sigma = yaml.safe_load(plan.variants[1].text)["sensors"]["lidar"]["noise"]["range"]["sigma"]
+    assert sigma == pytest.approx(2 * demo_spec()["sensors"]["lidar"]["noise"]["range"]["sigma"])
