@@ -18,6 +18,11 @@ from rich.table import Table
 
 from simconform.errors import UserError
 
+# Set before numpy loads (nothing above imports it). Our arrays are small: BLAS threads only
+# spin and fight the capture workers for the cores.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=False,
@@ -80,7 +85,7 @@ def run(
     jobs: Annotated[
         int | None,
         typer.Option(
-            help="Worker processes rendering lidar/camera ahead (default: CPUs, max 4; "
+            help="Worker processes rendering lidar/camera ahead (default: CPUs - 1, max 4; "
             "0: in-process).",
             min=0,
             max=64,
@@ -111,7 +116,7 @@ def run(
         duration=duration,
         storage=storage,
         force=force,
-        jobs=min(os.cpu_count() or 1, 4) if jobs is None else jobs,
+        jobs=max(0, min((os.cpu_count() or 1) - 1, 4)) if jobs is None else jobs,
     )
     result = do_run(cfg, progress=progress)
     if result.stopped_by:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-MAX_HIST = 200_000
+MAX_HIST = 50_000
 
 
 def _plt():
@@ -34,7 +34,8 @@ def histogram(path: Path, sensor: str, fields: dict[str, dict]) -> Path:
         if len(e) == 0:
             ax.set_title(f"{name}: no samples")
             continue
-        ax.hist(e, bins=80, density=True, color="#8fb8de", label="measured")
+        counts, edges = np.histogram(e, bins=80, density=True)
+        ax.stairs(counts, edges, fill=True, color="#8fb8de", label="measured")
         if f["sigma"] > 0:
             x = np.linspace(e.min(), e.max(), 400)
             s, b = f["sigma"], f["bias"]
