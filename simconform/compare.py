@@ -225,7 +225,15 @@ def _first_difference(a: Any, b: Any, path: str) -> tuple[str, Any, Any] | None:
 
 
 def check_comparable(dir_a: Path, a: dict, dir_b: Path, b: dict) -> None:
-    """Refuse two runs unless spec, world, trajectory, seed and time span are the same."""
+    """Refuse two runs unless spec, world, trajectory, seed and time span are the same.
+
+    A replay run (a bag from another simulator) has no seed or trajectory file of ours: it is
+    compared with a run of the same world whose spec holds each replayed sensor unchanged,
+    over the stamps both recorded.
+    """
+    if "replay" in (a.get("backend"), b.get("backend")):
+        _check_replay_comparable(dir_a, a, dir_b, b)
+        return
     for side, d, m in (("a", dir_a, a), ("b", dir_b, b)):
         if m.get("trajectory_sha256") is None or m.get("seed") is None:
             key = "trajectory_sha256" if m.get("trajectory_sha256") is None else "seed"
@@ -247,6 +255,38 @@ def check_comparable(dir_a: Path, a: dict, dir_b: Path, b: dict) -> None:
                 f"expected {_short(va)} as in {dir_a / 'run.json'}: compare needs runs of one "
                 "spec, world, trajectory, seed and time span (only the backend may differ)",
             )
+
+
+def _check_replay_comparable(dir_a: Path, a: dict, dir_b: Path, b: dict) -> None:
+    replay_dir, rep, other = (dir_b, b, a) if b.get("backend") == "replay" else (dir_a, a, b)
+    diff = _first_difference(other.get("world_content"), rep.get("world_content"), "world_content")
+    if diff is not None:
+        where, va, vb = diff
+        raise UserError(
+            replay_dir / "run.json",
+            where,
+            vb,
+            f"expected {_short(va)}: a replay run is compared with a run of the same world",
+        )
+    theirs = (other.get("spec_content") or {}).get("sensors", {})
+    for name, s in ((rep.get("spec_content") or {}).get("sensors") or {}).items():
+        diff = _first_difference(theirs.get(name), s, f"spec_content.sensors.{name}")
+        if diff is not None:
+            where, va, vb = diff
+            raise UserError(
+                replay_dir / "run.json",
+                where,
+                vb,
+                f"expected {_short(va)}: every "
+                "replayed sensor must be configured as in the other run",
+            )
+
+
+def replay_side(a: dict, b: dict) -> int | None:
+    """0 or 1 for the replay run of a pair, None when neither is one."""
+    if b.get("backend") == "replay":
+        return 1
+    return 0 if a.get("backend") == "replay" else None
 
 
 def _short(v: Any) -> str:
@@ -1111,7 +1151,8 @@ def compare_runs(cfg: CompareConfig) -> Comparison:
     check_comparable(dir_a, ma, dir_b, mb)
     if cfg.out is not None:
         _check_out(Path(cfg.out), cfg.force, (dir_a, dir_b))
-    spec, origin = _spec_and_origin(dir_a, ma)
+    side = replay_side(ma, mb)  # a replay run holds only its mapped sensors: use its spec
+    spec, origin = _spec_and_origin(*((dir_b, mb) if side == 1 else (dir_a, ma)))
     notes: list[str] = []
     same_dir = dir_a.resolve() == dir_b.resolve()
     if same_dir:
@@ -1126,7 +1167,8 @@ def compare_runs(cfg: CompareConfig) -> Comparison:
         if not m.get("complete", False):
             notes.append(f"run {side} is incomplete; compared over the captures both recorded")
     truth, captures, breakdown, diffs = compare_truth(cfg, spec, origin, (ma, mb), notes)
-    duration_s = (ma["end_ns"] - ma["start_ns"]) / 1e9
+    span = mb if side == 1 else ma
+    duration_s = (span["end_ns"] - span["start_ns"]) / 1e9
     level = tost_level(cfg.confidence)
     series_a = published_series(dir_a, spec, origin, duration_s, level)
     series_b = series_a if same_dir else published_series(dir_b, spec, origin, duration_s, level)

@@ -14,6 +14,7 @@ from xml.etree import ElementTree as ET
 import numpy as np
 import pytest
 import typer
+import yaml
 from rosbags.highlevel import AnyReader
 from rosbags.rosbag2 import StoragePlugin, Writer
 from typer.testing import CliRunner
@@ -290,3 +291,27 @@ def test_reference_vs_mujoco_lidar_agrees(runs, tmp_path) -> None:
     assert abs(lidar["range_diff_bias"]["measured"]) < 1e-3
     assert report["runs"]["b"]["backend"] == "mujoco"
     assert (tmp_path / "cmp" / "compare.md").is_file()
+
+
+def test_replay_run_compared_with_the_run_it_replays(tmp_path: Path) -> None:
+    """Issue 5: `compare` accepts a replay run against a run of the same world and spec."""
+    from simconform.adapters.replay import ReplayConfig, replay
+    from simconform.compare import CompareConfig, compare_runs
+    from simconform.run import DEMO_SPEC, DEMO_WORLD, RunConfig, run
+
+    spec = yaml.safe_load(DEMO_SPEC.read_text())
+    spec["sensors"] = {k: spec["sensors"][k] for k in ("lidar", "imu", "gnss", "odom")}
+    spec_path = tmp_path / "core.yaml"
+    spec_path.write_text(yaml.safe_dump(spec))
+    src = run(RunConfig(out=tmp_path / "src", duration=1.0, spec=spec_path), progress=False).out
+    own = Path(__file__).resolve().parent.parent / "examples" / "replay" / "own_layout.yaml"
+    rep = replay(
+        ReplayConfig(
+            bag=src / "bag", map=own, out=tmp_path / "rep", world=DEMO_WORLD, spec=spec_path
+        )
+    )
+    result = compare_runs(CompareConfig(run_a=src, run_b=rep.out))
+    report = result.report
+    assert report["runs"]["b"]["backend"] == "replay"
+    assert report["truth"]["lidar"]["hit_agreement"]["measured"] == 1.0
+    assert report["verdict"] == "pass"
