@@ -1046,23 +1046,9 @@ def replay(cfg: ReplayConfig) -> ReplayResult:
 
 def _check_out(out: Path, force: bool) -> None:
     """run.prepare_out's rules, without deleting anything yet."""
-    if out.exists() and not out.is_dir():
-        raise UserError(None, "--out", str(out), "expected a folder path, not a file")
-    if out.exists() and any(out.iterdir()):
-        if not force:
-            raise UserError(
-                None,
-                "--out",
-                str(out),
-                "a run already exists there; pass --force to replace it or choose another --out",
-            )
-        if not (out / "run.json").exists():
-            raise UserError(
-                None,
-                "--out",
-                str(out),
-                "is not empty and not a simconform run; refusing to delete it even with --force",
-            )
+    from simconform.run import check_out
+
+    check_out(out, force)
 
 
 def _sub_spec(spec: Spec, names: list[str]) -> Spec:

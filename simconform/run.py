@@ -115,7 +115,10 @@ def load_inputs(cfg: RunConfig) -> Inputs:
     return Inputs(world, spec, traj, start, end)
 
 
-def prepare_out(out: Path, force: bool) -> None:
+def check_out(out: Path, force: bool) -> None:
+    """Refuse to replace a run without --force, and anything that is not a run at all."""
+    if out.exists() and not out.is_dir():
+        raise UserError(None, "--out", str(out), "expected a folder path, not a file")
     if out.exists() and any(out.iterdir()):
         if not force:
             raise UserError(
@@ -131,6 +134,10 @@ def prepare_out(out: Path, force: bool) -> None:
                 str(out),
                 "is not empty and not a simconform run; refusing to delete it even with --force",
             )
+
+
+def prepare_out(out: Path, force: bool) -> None:
+    check_out(out, force)
     if out.exists():
         shutil.rmtree(out)
 
