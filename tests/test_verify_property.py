@@ -188,3 +188,38 @@ def test_gnss_error_model_recovered_through_geodesy() -> None:
             misses += not covers(m[f"position_bias_{axis}"], cfg["bias"][a])
             checks += 2
     assert misses <= max_misses(checks), (misses, checks)
+
+
+def test_imu_bias_walk_white_noise_and_bias_recovered() -> None:
+    """With a bias random walk the verifier estimates white sigma from pair differences, the walk
+    by Allan variance and the bias with the walk's own variance in its interval."""
+    from simconform.adapters.base import ImuTruth
+    from simconform.spec import ImuSpec
+    from simconform.verify.metrics import ImuAccumulator
+
+    spec = ImuSpec.model_validate(
+        {
+            "type": "imu",
+            "rate_hz": 100,
+            "noise": {
+                "accel": {"bias": [0.1, 0.0, -0.1], "sigma": [0.01] * 3, "bias_walk": [0.01] * 3}
+            },
+        }
+    )
+    seeds, n = 30, 20_000
+    misses = checks = 0
+    zero = ImuTruth(accel=np.zeros(3), gyro=np.zeros(3), orientation=np.array([0, 0, 0, 1.0]))
+    for seed in range(seeds):
+        pipe = SensorPipeline("imu", spec, seed)
+        acc = ImuAccumulator("imu", spec, LEVEL, n / 100)
+        for k in range(n):
+            pub = pipe.process(zero, k * 10_000_000)
+            row = np.r_[pub.sample.accel, pub.sample.gyro]
+            acc.add(Pair(k * 10_000_000, pub.publish_ns, np.zeros(6), row))
+        m = acc.metrics()
+        for a, axis in enumerate("xyz"):
+            misses += not covers(m[f"accel_walk_{axis}"], 0.01)
+            misses += not covers(m[f"accel_std_{axis}"], 0.01)
+            misses += not covers(m[f"accel_bias_{axis}"], spec.noise.accel.bias[a])
+            checks += 3
+    assert misses <= max_misses(checks), (misses, checks)
