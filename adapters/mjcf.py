@@ -46,13 +46,13 @@ def _num(x: float) -> str:
     return repr(float(x))
 
 
-def _vec(v) -> str:
+def vec3s(v) -> str:
     return " ".join(_num(x) for x in np.ravel(v))
 
 
-def _quat_wxyz(rot: Rotation) -> str:
+def quat_wxyz(rot: Rotation) -> str:
     x, y, z, w = rot.as_quat()
-    return _vec((w, x, y, z))
+    return vec3s((w, x, y, z))
 
 
 def _plane_rotation(normal) -> Rotation:
@@ -85,30 +85,29 @@ def world_to_mjcf(world: World, extra_bodies: str = "") -> str:
     assets: list[str] = []
     geoms: list[str] = []
     for i, (obj, name) in enumerate(zip(world.objects, names, strict=True)):
-        rgba = _vec((*obj.color, 1.0))  # alpha 0 would hide the geom from mj_ray
+        rgba = vec3s((*obj.color, 1.0))  # alpha 0 would hide the geom from mj_ray
         common = f"name={quoteattr(name)} rgba={quoteattr(rgba)}"
         if isinstance(obj, Plane):
-            quat = _quat_wxyz(_plane_rotation(obj.normal))
+            quat = quat_wxyz(_plane_rotation(obj.normal))
             geoms.append(
-                f'<geom {common} type="plane" size="0 0 1" pos="{_vec(obj.point)}" quat="{quat}"/>'
+                f'<geom {common} type="plane" size="0 0 1" pos="{vec3s(obj.point)}" quat="{quat}"/>'
             )
         elif isinstance(obj, Box):
-            quat = _quat_wxyz(Rotation.from_euler("xyz", obj.rpy))
-            half = _vec(np.asarray(obj.size) / 2)
+            quat = quat_wxyz(Rotation.from_euler("xyz", obj.rpy))
+            half = vec3s(np.asarray(obj.size) / 2)
             geoms.append(
-                f'<geom {common} type="box" size="{half}" pos="{_vec(obj.center)}" quat="{quat}"/>'
+                f'<geom {common} type="box" size="{half}" pos="{vec3s(obj.center)}" quat="{quat}"/>'
             )
         elif isinstance(obj, Cylinder):
-            quat = _quat_wxyz(Rotation.from_euler("xyz", obj.rpy))
-            size = _vec((obj.radius, obj.length / 2))
+            quat = quat_wxyz(Rotation.from_euler("xyz", obj.rpy))
+            size = vec3s((obj.radius, obj.length / 2))
             geoms.append(
-                f'<geom {common} type="cylinder" size="{size}" pos="{_vec(obj.center)}" '
+                f'<geom {common} type="cylinder" size="{size}" pos="{vec3s(obj.center)}" '
                 f'quat="{quat}"/>'
             )
         elif isinstance(obj, Sphere):
-            geoms.append(
-                f'<geom {common} type="sphere" size="{_num(obj.radius)}" pos="{_vec(obj.center)}"/>'
-            )
+            size, pos = _num(obj.radius), vec3s(obj.center)
+            geoms.append(f'<geom {common} type="sphere" size="{size}" pos="{pos}"/>')
         elif isinstance(obj, Mesh):
             vert, face = _indexed(world.mesh_triangles(i))
             flat = _is_flat(vert)
@@ -118,7 +117,7 @@ def world_to_mjcf(world: World, extra_bodies: str = "") -> str:
             # "shell" inertia accepts open and flat meshes, which the reference also casts.
             assets.append(
                 f'<mesh name={quoteattr(mesh)} inertia="shell" '
-                f'vertex="{_vec(vert)}" face="{" ".join(map(str, face.ravel()))}"/>'
+                f'vertex="{vec3s(vert)}" face="{" ".join(map(str, face.ravel()))}"/>'
             )
             # A flat mesh has no convex hull, which MuJoCo needs only for collisions: keep it
             # out of them, so that it compiles and is still seen by mj_ray.

@@ -33,6 +33,7 @@ from simconform.adapters.base import (
     SensorBackend,
     TruthSample,
 )
+from simconform.adapters.mjcf import geom_object_index, quat_wxyz, vec3s, world_to_mjcf
 from simconform.adapters.sweep import lidar_sweep
 from simconform.frames import Pose
 from simconform.spec import CameraSpec, GnssSpec, ImuSpec, LidarSpec, OdomSpec, Spec
@@ -54,15 +55,6 @@ def default_gl() -> None:
 default_gl()
 
 
-def _vec(v) -> str:
-    return " ".join(repr(float(x)) for x in np.ravel(v))
-
-
-def _wxyz(rot: Rotation) -> str:
-    x, y, z, w = rot.as_quat()
-    return _vec((w, x, y, z))
-
-
 def _xyzw(wxyz: np.ndarray) -> np.ndarray:
     return np.array([wxyz[1], wxyz[2], wxyz[3], wxyz[0]])
 
@@ -79,8 +71,6 @@ class MujocoBackend(SensorBackend):
                 f"--backend mujoco needs the mujoco Python package ({exc}); install it with "
                 "`pip install 'simconform[mujoco]'` (or `pip install mujoco`)"
             ) from None
-        from simconform.adapters.mjcf import geom_object_index, world_to_mjcf
-
         self.mj = mujoco
         self.world, self.spec = world, spec
         self.mounts = {
@@ -130,7 +120,9 @@ class MujocoBackend(SensorBackend):
         sites, sensors, cams = [], [], []
         for n, s in self.spec.sensors.items():
             m = self.mounts[n]
-            sites.append(f'<site name="{n}" pos="{_vec(m.t)}" quat="{_wxyz(m.rot)}" size="0.01"/>')
+            sites.append(
+                f'<site name="{n}" pos="{vec3s(m.t)}" quat="{quat_wxyz(m.rot)}" size="0.01"/>'
+            )
             if isinstance(s, ImuSpec):
                 sensors.append(f'<accelerometer name="{n}_accel" site="{n}"/>')
                 sensors.append(f'<gyro name="{n}_gyro" site="{n}"/>')
@@ -149,7 +141,7 @@ class MujocoBackend(SensorBackend):
                     )
                 fovy = float(np.degrees(2 * np.arctan(0.5 * s.height / fy)))
                 cams.append(
-                    f'<camera name="{n}" pos="{_vec(m.t)}" quat="{_wxyz(m.rot * CAM_IN_BODY)}"'
+                    f'<camera name="{n}" pos="{vec3s(m.t)}" quat="{quat_wxyz(m.rot * CAM_IN_BODY)}"'
                     f' fovy="{fovy!r}"/>'
                 )
         self._sensor_xml = "".join(sensors)
@@ -168,12 +160,12 @@ class MujocoBackend(SensorBackend):
         opts = (
             f'<option gravity="0 0 {-gravity!r}" timestep="0.001"><flag contact="disable"/>'
             "</option>"
-            f'<visual><headlight ambient="{_vec([w.light.ambient] * 3)}" diffuse="0 0 0" '
+            f'<visual><headlight ambient="{vec3s([w.light.ambient] * 3)}" diffuse="0 0 0" '
             'specular="0 0 0"/><map znear="0.001" zfar="5"/>'
             '<quality shadowsize="0"/></visual>'
         )
         opts += '<statistic extent="100" center="0 0 0"/>'  # depth range 0.1 .. 500 m
-        sky = _vec(w.sky_color)
+        sky = vec3s(w.sky_color)
         opts += (
             f'<asset><texture name="simconform_sky" type="skybox" builtin="flat" '
             f'rgb1="{sky}" rgb2="{sky}" width="16" height="16"/></asset>'
@@ -181,8 +173,8 @@ class MujocoBackend(SensorBackend):
         head, rest = xml.split(">", 1)
         xml = head + ">" + opts + rest
         lights = (
-            f'<light directional="true" castshadow="false" dir="{_vec(light)}" '
-            f'diffuse="{_vec([w.light.diffuse] * 3)}" specular="0 0 0"/>'
+            f'<light directional="true" castshadow="false" dir="{vec3s(light)}" '
+            f'diffuse="{vec3s([w.light.diffuse] * 3)}" specular="0 0 0"/>'
         )
         xml = xml.replace("<worldbody>", "<worldbody>" + lights, 1)
         sensors = f"<sensor>{self._sensor_xml}</sensor>" if self._sensor_xml else ""

@@ -13,13 +13,11 @@ from xml.etree import ElementTree as ET
 
 import numpy as np
 
-from simconform.verify.plots import MAX_HIST, _plt
+from simconform.verify.plots import MAX_HIST, _plt, interval_chart
 from simconform.verify.report import SYMBOL, fmt
 
 if TYPE_CHECKING:
     from simconform.compare import Comparison
-
-COLOUR = {"pass": "#1a7f37", "fail": "#cf222e", "inconclusive": "#9a6700"}
 
 
 def _band(tol: list | None) -> str:
@@ -356,28 +354,14 @@ def equivalence_plot(path: Path, report: dict) -> Path | None:
             if "difference" not in m or m["ci"][0] is None or not m["tolerance"][1]:
                 continue
             bound = m["tolerance"][1]
-            items.append(
-                (f"{sensor}.{name}", [m["difference"] / bound, *(c / bound for c in m["ci"])], m)
-            )
-    if not items:
-        return None
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(8, 0.22 * len(items) + 1.2))
-    for i, (_label, (v, lo, hi), m) in enumerate(items):
-        c = COLOUR.get(m["verdict"], "grey")
-        ax.plot([max(lo, -3), min(hi, 3)], [i, i], "-", color=c, lw=3)
-        ax.plot([np.clip(v, -3, 3)], [i], "o", color=c, ms=3)
-    ax.axvspan(-1, 1, color="#dafbe1", zorder=0)
-    ax.axvline(0, color="k", lw=0.5)
-    ax.set_yticks(range(len(items)), [x[0] for x in items], fontsize=7)
-    ax.set_xlim(-3, 3)
-    ax.invert_yaxis()
-    ax.set_xlabel("(B - A) / equivalence bound (interval as bar, clipped at ±3)")
-    ax.set_title("published errors: B equivalent to A?")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+            norm = (m["difference"] / bound, *(c / bound for c in m["ci"]))
+            items.append((f"{sensor}.{name}", norm, m["verdict"]))
+    return interval_chart(
+        path,
+        items,
+        "(B - A) / equivalence bound (interval as bar, clipped at ±3)",
+        "published errors: B equivalent to A?",
+    )
 
 
 def write_plots(out: Path, res: Comparison) -> list[Path]:

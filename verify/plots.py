@@ -59,7 +59,6 @@ def histogram(path: Path, sensor: str, fields: dict[str, dict]) -> Path:
 
 def conformance(path: Path, report: dict) -> Path | None:
     """Each metric's CI mapped onto its tolerance band: -1 and +1 are the band's edges."""
-    plt = _plt()
     items = []
     for sname, s in report["sensors"].items():
         for mname, m in s["metrics"].items():
@@ -71,12 +70,21 @@ def conformance(path: Path, report: dict) -> Path | None:
                 continue
             norm = [_to_band(v, lo, c, hi) for v in (m["measured"], *m["ci"])]
             items.append((f"{sname}.{mname}", norm, m["verdict"]))
+    xlabel = "(measured - configured) / tolerance half-width (CI as bar, clipped at ±3)"
+    return interval_chart(path, items, xlabel, "configured vs measured")
+
+
+VERDICT_COLOUR = {"pass": "#1a7f37", "fail": "#cf222e", "inconclusive": "#9a6700"}
+
+
+def interval_chart(path: Path, items: list, xlabel: str, title: str) -> Path | None:
+    """(label, (value, lo, hi), verdict) rows on a scale where the band is [-1, 1]."""
     if not items:
         return None
-    colour = {"pass": "#1a7f37", "fail": "#cf222e", "inconclusive": "#9a6700"}
+    plt = _plt()
     fig, ax = plt.subplots(figsize=(8, 0.22 * len(items) + 1.2))
     for i, (_label, (v, lo, hi), verdict) in enumerate(items):
-        c = colour.get(verdict, "grey")
+        c = VERDICT_COLOUR.get(verdict, "grey")
         ax.plot([max(lo, -3), min(hi, 3)], [i, i], "-", color=c, lw=3)
         ax.plot([np.clip(v, -3, 3)], [i], "o", color=c, ms=3)
     ax.axvspan(-1, 1, color="#dafbe1", zorder=0)
@@ -84,8 +92,8 @@ def conformance(path: Path, report: dict) -> Path | None:
     ax.set_yticks(range(len(items)), [x[0] for x in items], fontsize=7)
     ax.set_xlim(-3, 3)
     ax.invert_yaxis()
-    ax.set_xlabel("(measured - configured) / tolerance half-width (CI as bar, clipped at ±3)")
-    ax.set_title("configured vs measured")
+    ax.set_xlabel(xlabel)
+    ax.set_title(title)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
