@@ -21,6 +21,7 @@ from simconform.adapters.base import (
     SensorBackend,
     TruthSample,
 )
+from simconform.adapters.kinematics import rates
 from simconform.adapters.sweep import lidar_sweep
 from simconform.frames import Pose
 from simconform.spec import (
@@ -104,21 +105,11 @@ class ReferenceBackend(SensorBackend):
         )
 
     def _imu(self, name: str, s: ImuSpec, t_ns: np.ndarray, motion: Motion) -> list[ImuTruth]:
-        h_ns = round(1e9 / s.rate_hz)
-        # shift the stencil inside the trajectory at its ends (one-sided there)
-        c = np.clip(t_ns, motion.start_ns + h_ns, motion.end_ns - h_ns)
-        n = len(c)
-        stencil = motion.pose_at(np.concatenate([c - h_ns, c, c + h_ns])).compose(self.mounts[name])
-        p0, p1, p2 = stencil.t[:n], stencil.t[n : 2 * n], stencil.t[2 * n :]
-        r0, r1, r2 = stencil.rot[:n], stencil.rot[n : 2 * n], stencil.rot[2 * n :]
-        h = h_ns * 1e-9
-        accel_map = (p2 - 2 * p1 + p0) / h**2
+        r = rates(motion, t_ns, round(1e9 / s.rate_hz), self.mounts[name])
         gravity = np.array([0.0, 0.0, -s.gravity])
-        here = motion.pose_at(t_ns).compose(self.mounts[name])
-        specific = here.rot.inv().apply(accel_map - gravity)
-        rel = (r0.inv() * r2).as_rotvec()  # rotation over 2h, in the frame at t - h
-        gyro = r1.inv().apply(r0.apply(rel)) / (2 * h)
-        quat = here.quat()
+        specific = r.here.rot.inv().apply(r.accel - gravity)
+        gyro = r.body_rate()
+        quat = r.here.quat()
         return [ImuTruth(accel=a, gyro=g, orientation=q) for a, g, q in zip(specific, gyro, quat)]
 
     def _camera(self, name: str, s: CameraSpec, t_ns: int, motion: Motion) -> CameraTruth:
