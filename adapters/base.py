@@ -86,6 +86,9 @@ class BackendUnavailable(Exception):
 
 class SensorBackend(ABC):
     name: str
+    # whether lidar/camera captures may be rendered ahead in worker processes, each with its
+    # own open backend (`--jobs`); false for engines that must step one timeline in order
+    prefetch: bool = True
 
     @abstractmethod
     def open(self, world: World, spec: Spec) -> None:

@@ -320,8 +320,10 @@ def run(cfg: RunConfig, progress: bool | None = None) -> RunResult:
     try:
         prepare_out(cfg.out, cfg.force)
         pool = None
-        if cfg.jobs > 0 and any(
-            isinstance(s, LidarSpec | CameraSpec) for s in inp.spec.sensors.values()
+        if (
+            cfg.jobs > 0
+            and backend.prefetch
+            and any(isinstance(s, LidarSpec | CameraSpec) for s in inp.spec.sensors.values())
         ):
             from simconform.prefetch import CapturePool
 

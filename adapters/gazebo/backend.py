@@ -1,36 +1,39 @@
 """Gazebo Harmonic backend (gz-sim 8, gz-transport 13): the same world and sensors, measured by
-Gazebo's own gpu_lidar, camera, imu and navsat sensors.
+Gazebo's own gpu_lidar, camera (+ depth_camera), imu and navsat sensors.
 
-How a run is driven (see docs/gazebo.md for the limits):
+How a run is driven (docs/gazebo.md says more, and what to expect):
 
-- open(): the world and spec are exported to SDF (adapters/gazebo/sdf.py) in a temp folder and
-  `gz sim -s --headless-rendering` starts on it, paused.
+- open(): the world and spec are exported to SDF (adapters/gazebo/sdf.py) with simconform's
+  drive system on the vehicle, in a temp folder. The server starts at the first capture, when
+  the trajectory is known: `gz sim -s --headless-rendering`, paused.
 - Simulation time: sim = t - T0, with T0 one whole second before the trajectory's first whole
   second, so every capture time k/rate is a whole number of 1 ms physics steps after sim 0
   (for rates that divide 1000 Hz), Gazebo's sensors (which update at 0, 1/rate, 2/rate...)
   render exactly at the captures, and the first second warms the renderer up.
-- Stepping: the union of all Gazebo sensors' capture times is walked in order; before each one
-  the vehicle is teleported to the trajectory pose there (/world/<name>/set_pose), then the
-  world advances to it with /world/<name>/control multi_step, and the backend waits for every
-  sensor due then to publish a message with that stamp (the control service answers before
-  the iterations run, so this is what keeps the next teleport from landing mid-step).
-  Sensors' requests arrive in ascending time per sensor, so the walk only moves forward;
-  messages waiting for another sensor's request stay buffered. Use `--jobs 0`: worker
-  processes would each start their own server (they would still be correct, each in its own
-  GZ_PARTITION, just slower).
-- Teleporting means Gazebo's physics sees a body at rest between captures: the IMU reads
-  gravity only (zero rate), unlike the reference. The pose itself, lidar, camera and GNSS are
-  exact at each capture. gpu_lidar renders a whole sweep at once (global shutter).
-- Odometry has no Gazebo sensor; it is the pose the vehicle was set to.
+- Motion: inside the server, driver_system.py sets the vehicle's pose and velocity and applies
+  a wrench on every physics step from the drive table (drive.py) that this backend appends to
+  ahead of each step request. The engine therefore integrates the trajectory's own motion and
+  Gazebo's IMU reads real accelerations and rates, not a teleported body at rest.
+- Stepping: the union of all sensors' capture times is walked in order; to reach each one the
+  world advances with /world/<name>/control multi_step, then the backend waits for every
+  sensor due then to publish a message with that stamp, and for the driver's pose message
+  (the control service answers before the iterations run). The pose must be the trajectory's
+  (POSE_TOLERANCE): otherwise the drive system did not run and the run stops with the log.
+  Odometry is that pose. `--jobs` is ignored (`prefetch = False`): worker processes would each
+  start their own server and step the whole timeline.
+- gpu_lidar renders a whole sweep at once (global shutter).
 """
 
 from __future__ import annotations
 
+import importlib
+import os
 import shutil
 import tempfile
 from pathlib import Path
 
 import numpy as np
+from scipy.spatial.transform import Rotation
 
 from simconform.adapters.base import (
     BackendUnavailable,
@@ -39,15 +42,26 @@ from simconform.adapters.base import (
     SensorBackend,
     TruthSample,
 )
-from simconform.adapters.gazebo import decode
-from simconform.adapters.gazebo.sdf import PHYSICS_STEP_S, VEHICLE, gz_topic, write_sdf
+from simconform.adapters.gazebo import decode, driver_system
+from simconform.adapters.gazebo.drive import drive_rows, rows_bytes, table_header
+from simconform.adapters.gazebo.sdf import (
+    PHYSICS_STEP_S,
+    VEHICLE_INERTIA,
+    VEHICLE_MASS,
+    depth_topic,
+    gz_topic,
+    write_sdf,
+)
 from simconform.adapters.gazebo.transport import GzSession, unavailable_message
+from simconform.frames import Pose
 from simconform.pipeline.schedule import capture_times
 from simconform.spec import CameraSpec, GnssSpec, ImuSpec, LidarSpec, OdomSpec, Spec
 from simconform.world import World
 
 NS = 1_000_000_000
 STEP_NS = round(PHYSICS_STEP_S * NS)
+POSE_TOLERANCE = (1e-3, 1e-3)  # m, rad: further off means the vehicle is not being driven
+TABLE_AHEAD_STEPS = 2_000  # rows appended past the next request, to write in blocks
 
 # gz.msgs10 module and class per spec sensor type; the topic each is read from
 MSG_CLASSES = {
@@ -65,72 +79,142 @@ def sim_offset_ns(start_ns: int) -> int:
 
 class GazeboBackend(SensorBackend):
     name = "gazebo"
+    prefetch = False  # one server steps one timeline; `--jobs` would start a server per worker
 
     def open(self, world: World, spec: Spec) -> None:
         msg = unavailable_message()
         if msg is not None:
             raise BackendUnavailable(msg)
-        import importlib
-
         self.world, self.spec = world, spec
         for n, s in spec.sensors.items():
             period = NS / s.rate_hz
-            if (
-                isinstance(s, tuple(MSG_CLASSES))
-                and abs(period / STEP_NS - round(period / STEP_NS)) > 1e-9
-            ):
+            if abs(period / STEP_NS - round(period / STEP_NS)) > 1e-9:
                 raise BackendUnavailable(
                     f"sensor {n}: rate {s.rate_hz:g} Hz is not a whole number of Gazebo's "
                     f"{PHYSICS_STEP_S * 1e3:g} ms physics steps; use a rate dividing 1000 Hz"
                 )
         self.tmp = Path(tempfile.mkdtemp(prefix="simconform_gz_"))
         self.session: GzSession | None = None
-        self.topics: dict[str, str] = {}
-        self._events: np.ndarray | None = None
+        self._table = None
         try:
-            self.session = GzSession(write_sdf(world, spec, self.tmp), world.name)
-            for n, s in spec.sensors.items():
-                if type(s) not in MSG_CLASSES:
-                    continue
-                module, cls = MSG_CLASSES[type(s)]
-                msg_class = getattr(importlib.import_module(f"gz.msgs10.{module}"), cls)
-                self.topics[n] = gz_topic(n)
-                self.session.subscribe(self.topics[n], msg_class)
+            self.sdf_path = write_sdf(world, spec, self.tmp, driver=True)
+            # the server's PythonSystemLoader imports the driver by name from its plugin path
+            driver = self.tmp / f"{driver_system.MODULE_NAME}.py"
+            shutil.copyfile(driver_system.__file__, driver)
         except BaseException:
-            self.close()  # no server left running, no temp folder left behind
+            self.close()  # no temp folder left behind
             raise
+        self.topics = {n: gz_topic(n) for n, s in spec.sensors.items() if type(s) in MSG_CLASSES}
+        self.depth_topics = {
+            n: depth_topic(n)
+            for n, s in spec.sensors.items()
+            if isinstance(s, CameraSpec) and s.depth
+        }
+        imus = [s for s in spec.sensors.values() if isinstance(s, ImuSpec)]
+        self.h_ns = round(NS / imus[0].rate_hz) if imus else 10 * STEP_NS
+        self.imu_mount = Pose.from_xyz_rpy(imus[0].mount.xyz, imus[0].mount.rpy) if imus else None
+        self.max_pose_error = (0.0, 0.0)
 
-    # ------------------------------------------------------------------ stepping
+    # ------------------------------------------------------------------ starting
 
-    def _plan(self, motion: Motion) -> None:
-        """Every Gazebo capture time of the run, ascending, and T0."""
+    def _start(self, motion: Motion) -> None:
+        """Plan every capture of the trajectory, write the table's head, start the server."""
+        self.motion = motion
         self.t0 = sim_offset_ns(motion.start_ns)
+        names = list(self.topics) + [
+            n for n, s in self.spec.sensors.items() if isinstance(s, OdomSpec)
+        ]
         times = [
             capture_times(self.spec.sensors[n].rate_hz, motion.start_ns, motion.end_ns)
-            for n in self.topics
+            for n in names
         ]
         self._events = np.unique(np.concatenate(times)) if times else np.zeros(0, np.int64)
         self._due: dict[int, list[str]] = {}
-        for n, ts in zip(self.topics, times):
+        for n, ts in zip(names, times):
             for t in ts.tolist():
                 self._due.setdefault(t, []).append(n)
         self._next = 0
         self.sim_ns = 0
+        self._poses: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._table_path = self.tmp / "drive.f64"
+        self._table = open(self._table_path, "wb")  # noqa: SIM115 - closed in close()
+        self._table.write(table_header(STEP_NS))
+        self._table_steps = 0
+        self._extend_table(1)
+        plugin_path = os.pathsep.join(
+            p for p in (str(self.tmp), os.environ.get("GZ_SIM_SYSTEM_PLUGIN_PATH")) if p
+        )
+        env = {
+            driver_system.TABLE_ENV: str(self._table_path),
+            "GZ_SIM_SYSTEM_PLUGIN_PATH": plugin_path,
+        }
+        self.session = GzSession(self.sdf_path, self.world.name, env)
+        for n, topic in self.topics.items():
+            module, cls = MSG_CLASSES[type(self.spec.sensors[n])]
+            msg_class = getattr(importlib.import_module(f"gz.msgs10.{module}"), cls)
+            self.session.subscribe(topic, msg_class)
+        image = importlib.import_module("gz.msgs10.image_pb2").Image
+        for topic in self.depth_topics.values():
+            self.session.subscribe(topic, image)
+        pose = importlib.import_module("gz.msgs10.pose_pb2").Pose
+        self.session.subscribe(driver_system.POSE_TOPIC, pose)
+
+    def _extend_table(self, upto_step: int) -> None:
+        """Append drive rows so the table covers at least steps 1..upto_step."""
+        if upto_step <= self._table_steps:
+            return
+        last = upto_step + TABLE_AHEAD_STEPS
+        rows = drive_rows(
+            self.motion,
+            self.t0,
+            self._table_steps + 1,
+            last,
+            STEP_NS,
+            self.h_ns,
+            self.imu_mount,
+            self._events - self.t0,
+            VEHICLE_MASS,
+            VEHICLE_INERTIA,
+        )
+        self._table.write(rows_bytes(rows))
+        self._table.flush()  # the server reads it before the steps are requested
+        self._table_steps = last
+
+    # ------------------------------------------------------------------ stepping
+
+    def _check_pose(self, e: int, raw: bytes, keep: bool) -> None:
+        _stamp, xyz, quat = decode.read_pose(raw)
+        want = self.motion.pose_at(e)
+        dp = float(np.linalg.norm(xyz - want.t))
+        dr = float((want.rot.inv() * Rotation.from_quat(quat)).magnitude())
+        self.max_pose_error = (max(self.max_pose_error[0], dp), max(self.max_pose_error[1], dr))
+        if dp > POSE_TOLERANCE[0] or dr > POSE_TOLERANCE[1]:
+            raise RuntimeError(
+                f"Gazebo's vehicle is {dp:.3g} m / {dr:.3g} rad off the trajectory at "
+                f"{e} ns: simconform's drive system is not moving it; see "
+                f"{self.session.log.name} for PythonSystemLoader errors"
+            )
+        if keep:  # an odometry capture reads it
+            self._poses[e] = (xyz, quat)
 
     def _advance(self, t_ns: int, motion: Motion) -> None:
-        """Walk the events up to and including t_ns: teleport, then step to each."""
-        if self._events is None:
-            self._plan(motion)
+        """Walk the events up to and including t_ns: step to each, collect what it produced."""
+        if self.session is None:
+            self._start(motion)
         ev = self._events
         while self._next < len(ev) and ev[self._next] <= t_ns:
             e = int(ev[self._next])
-            pose = motion.pose_at(e)
-            self.session.set_pose(VEHICLE, pose.t, pose.quat())
             target = e - self.t0
+            self._extend_table(target // STEP_NS)
             self.session.step((target - self.sim_ns) // STEP_NS)
-            # stepping is asynchronous: the sensors' messages at `target` prove it has run
+            # stepping is asynchronous: the messages stamped `target` prove it has run
+            odom = any(isinstance(self.spec.sensors[n], OdomSpec) for n in self._due[e])
+            self._check_pose(e, self.session.wait_for(driver_system.POSE_TOPIC, target), odom)
             for n in self._due[e]:
-                self.session.wait_stamp(self.topics[n], target)
+                if n in self.topics:
+                    self.session.wait_stamp(self.topics[n], target)
+                if n in self.depth_topics:
+                    self.session.wait_stamp(self.depth_topics[n], target)
             self.sim_ns = target
             self._next += 1
 
@@ -138,17 +222,21 @@ class GazeboBackend(SensorBackend):
 
     def capture(self, sensor: str, t_ns: int, motion: Motion) -> TruthSample:
         s = self.spec.sensors[sensor]
-        if isinstance(s, OdomSpec):
-            p = motion.pose_at(t_ns)
-            return OdomTruth(x=float(p.t[0]), y=float(p.t[1]), yaw=float(p.yaw()))
-        if sensor not in self.topics:
+        if not isinstance(s, OdomSpec) and sensor not in self.topics:
             raise TypeError(f"gazebo backend has no sensor type {type(s).__name__}")
         self._advance(t_ns, motion)
+        if isinstance(s, OdomSpec):
+            xyz, quat = self._poses.pop(t_ns)
+            yaw = Pose.from_xyz_quat(xyz, quat).yaw()
+            return OdomTruth(x=float(xyz[0]), y=float(xyz[1]), yaw=float(yaw))
         raw = self.session.wait_for(self.topics[sensor], t_ns - self.t0)
         if isinstance(s, LidarSpec):
             return decode.laserscan_to_truth(raw)
         if isinstance(s, CameraSpec):
-            return decode.image_to_truth(raw)
+            depth = None
+            if sensor in self.depth_topics:
+                depth = self.session.wait_for(self.depth_topics[sensor], t_ns - self.t0)
+            return decode.image_to_truth(raw, depth)
         if isinstance(s, ImuSpec):
             return decode.imu_to_truth(raw)
         return decode.navsat_to_truth(raw, self.world.origin)
@@ -158,6 +246,10 @@ class GazeboBackend(SensorBackend):
         if session is not None:
             session.close()
             self.session = None
+        table = getattr(self, "_table", None)
+        if table is not None:
+            table.close()
+            self._table = None
         tmp = getattr(self, "tmp", None)
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)

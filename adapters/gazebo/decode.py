@@ -11,7 +11,9 @@ gz-msgs10_10.4.0; unchanged on main):
   vertical_angle_step 12, vertical_count 13, repeated double ranges 14, intensities 15}
 - PointCloudPacked {header 1, repeated Field field 2 (name 1, offset 2, datatype 3, count 4),
   height 3, width 4, is_bigendian 5, point_step 6, row_step 7, bytes data 8, is_dense 9}
-- Image {header 1, width 2, height 3, step 4, bytes data 5, pixel_format_type 6 (RGB_INT8 = 3)}
+- Image {header 1, width 2, height 3, step 4, bytes data 5, pixel_format_type 6 (RGB_INT8 = 3,
+  R_FLOAT32 = 13)}
+- Pose {header 1, name 2, id 3, Vector3d position 4, Quaternion orientation 5}
 - IMU {header 1, entity_name 2, Quaternion orientation 3, Vector3d angular_velocity 5,
   Vector3d linear_acceleration 7}; Quaternion {x 2, y 3, z 4, w 5}; Vector3d {x 2, y 3, z 4}
 - NavSat {header 1, latitude_deg 2, longitude_deg 3, altitude 4, velocity_east 5,
@@ -40,6 +42,7 @@ from simconform.world import Origin
 Fields = dict[int, list[Any]]  # field number -> values in order (int, bytes, or float bits)
 
 RGB_INT8 = 3
+R_FLOAT32 = 13
 POINT_FIELD_DTYPES = {0: "i1", 1: "u1", 2: "i2", 3: "u2", 4: "i4", 5: "u4", 6: "f4", 7: "f8"}
 
 
@@ -239,9 +242,42 @@ def read_image(msg: Any) -> tuple[int, np.ndarray]:
     return stamp_ns(f), rows.reshape(h, w, 3).copy()
 
 
-def image_to_truth(msg: Any) -> CameraTruth:
-    """Gazebo's camera image as truth (no depth: a plain `camera` sensor renders none)."""
-    return CameraTruth(image=read_image(msg)[1], depth=None)
+def read_depth(msg: Any) -> tuple[int, np.ndarray]:
+    """(stamp_ns, (height, width) float32 metres) of a depth_camera's R_FLOAT32 Image.
+
+    gz-rendering's depth camera gives z-depth (along the optical axis), +inf beyond the far
+    clip and -inf inside the near clip."""
+    f = parse(_bytes_of(msg))
+    w, h = _uint(f, 2), _uint(f, 3)
+    step = _uint(f, 4) or 4 * w
+    fmt = _uint(f, 6)
+    if fmt != R_FLOAT32:
+        raise ValueError(f"depth Image pixel_format_type {fmt}, expected R_FLOAT32 ({R_FLOAT32})")
+    data = _blob(f, 5)
+    if len(data) < step * h:
+        raise ValueError(f"depth Image data has {len(data)} bytes, expected {step * h}")
+    rows = np.frombuffer(data[: step * h], dtype=np.uint8).reshape(h, step)[:, : 4 * w]
+    return stamp_ns(f), rows.copy().view("<f4").reshape(h, w).astype(np.float32)
+
+
+def image_to_truth(msg: Any, depth_msg: Any = None) -> CameraTruth:
+    """Gazebo's camera image, and its depth_camera twin's z-depth when there is one.
+
+    Depth keeps +inf for nothing within the far clip (as the reference backend's misses);
+    -inf (closer than the near clip) becomes NaN: no measurement."""
+    depth = None
+    if depth_msg is not None:
+        depth = read_depth(depth_msg)[1]
+        depth[np.isneginf(depth)] = np.nan
+    return CameraTruth(image=read_image(msg)[1], depth=depth)
+
+
+def read_pose(msg: Any) -> tuple[int, np.ndarray, np.ndarray]:
+    """(stamp_ns, position (3,), orientation x y z w (4,)) of a gz.msgs.Pose."""
+    f = parse(_bytes_of(msg))
+    q = _sub(f, 5)
+    quat = np.array([_double(q, 2), _double(q, 3), _double(q, 4), _double(q, 5, 1.0)])
+    return stamp_ns(f), _xyz(_sub(f, 4)), quat
 
 
 def _xyz(f: Fields) -> np.ndarray:

@@ -10,8 +10,13 @@ spherical_coordinates). Choices that matter for a fair comparison:
 - A plane becomes a finite <plane> visual of PLANE_SIZE metres (ogre2 has no infinite plane).
 - Meshes are written as OBJ files in map coordinates under meshes/ next to the SDF and
   referenced with a relative <uri> (sdformat resolves it against the SDF file's directory).
-- The vehicle is one non-static model with gravity off; the backend teleports it with the
-  /world/<name>/set_pose service. Sensors sit at the spec's mounts, in the link frame.
+- The vehicle is one non-static model with gravity off, unit mass and isotropic unit inertia at
+  its origin, and no collision. For a backend run (`driver=True`) it carries simconform's
+  Python system (driver_system.py, through gz-sim's PythonSystemLoader), which moves it with
+  velocities and wrenches so Gazebo's IMU feels the motion (drive.py). Sensors sit at the
+  spec's mounts, in the link frame.
+- A camera with `depth: true` gets a second, `depth_camera` sensor at the same mount with the
+  same geometry, publishing 32-bit float z-depth on <topic>/depth.
 - No Gazebo noise anywhere: no <noise> element is written (SDF's default noise type is none),
   and no IMU/NavSat noise either, so only simconform's seeded pipeline adds error.
 - Lidar vertical beams: SDF only has samples + min/max angle (evenly spaced). Explicit
@@ -41,6 +46,10 @@ VEHICLE = "simconform_vehicle"
 VEHICLE_LINK = "base_link"
 PLANE_SIZE = 2000.0
 PHYSICS_STEP_S = 0.001
+VEHICLE_MASS = 1.0  # kg; with VEHICLE_INERTIA the drive table's forces and torques
+VEHICLE_INERTIA = 1.0  # kg m^2 about every axis (isotropic: no gyroscopic torque)
+PYTHON_SYSTEM = ("gz-sim-python-system-loader-system", "gz::sim::systems::PythonSystemLoader")
+CAMERA_NEAR_M = 0.05
 CAMERA_FAR_M = 1000.0
 
 # (filename, C++ class) of the gz-sim 8 systems the sensors and the backend need
@@ -80,6 +89,11 @@ def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrib: str) -
 def gz_topic(sensor: str) -> str:
     """Gazebo topic of a sensor; gpu_lidar also publishes its cloud on <topic>/points."""
     return f"/simconform/{sensor}"
+
+
+def depth_topic(sensor: str) -> str:
+    """Gazebo topic of a camera's depth_camera twin (its cloud: <topic>/points)."""
+    return f"{gz_topic(sensor)}/depth"
 
 
 def model_names(world: World) -> list[str]:
@@ -168,17 +182,17 @@ def _lidar(sensor: ET.Element, s: LidarSpec) -> None:
     _sub(r, "resolution", _num(0.0))  # 0: no quantisation by gz-sensors (only the GPU's)
 
 
-def _camera(sensor: ET.Element, name: str, s: CameraSpec) -> None:
+def _camera(sensor: ET.Element, name: str, s: CameraSpec, depth: bool = False) -> None:
     cam = _sub(sensor, "camera", name=name)
     fx, fy, cx, cy = s.k()
     _sub(cam, "horizontal_fov", _num(2 * math.atan(0.5 * s.width / fx)))
     img = _sub(cam, "image")
     _sub(img, "width", str(s.width))
     _sub(img, "height", str(s.height))
-    _sub(img, "format", "R8G8B8")
+    _sub(img, "format", "R_FLOAT32" if depth else "R8G8B8")
     _sub(img, "anti_aliasing", "0")
     clip = _sub(cam, "clip")
-    _sub(clip, "near", _num(0.05))
+    _sub(clip, "near", _num(CAMERA_NEAR_M))
     _sub(clip, "far", _num(CAMERA_FAR_M))
     if s.intrinsics is not None:  # only then: hfov alone is exact for the square, centred case
         intr = _sub(_sub(cam, "lens"), "intrinsics")
@@ -186,38 +200,58 @@ def _camera(sensor: ET.Element, name: str, s: CameraSpec) -> None:
             _sub(intr, tag, _num(val))
 
 
-def _vehicle(world_el: ET.Element, spec: Spec) -> None:
+def _sensor(link: ET.Element, name: str, gz_type: str, s, topic: str) -> ET.Element:
+    sensor = _sub(link, "sensor", name=name, type=gz_type)
+    _sub(sensor, "pose", _vec((*s.mount.xyz, *s.mount.rpy)))
+    _sub(sensor, "always_on", "true")
+    _sub(sensor, "update_rate", _num(s.rate_hz))
+    _sub(sensor, "visualize", "false")
+    _sub(sensor, "topic", topic)
+    return sensor
+
+
+def _vehicle(world_el: ET.Element, spec: Spec, driver: bool) -> None:
     model = _sub(world_el, "model", name=VEHICLE)
     _sub(model, "static", "false")
     _sub(model, "pose", _vec((0.0,) * 6))
     link = _sub(model, "link", name=VEHICLE_LINK)
-    _sub(link, "gravity", "false")  # it is teleported along the trajectory, never falls
+    _sub(link, "gravity", "false")  # the drive table's wrench carries the whole acceleration
     inertial = _sub(link, "inertial")
-    _sub(inertial, "mass", "1")
+    _sub(inertial, "pose", _vec((0.0,) * 6))
+    _sub(inertial, "mass", _num(VEHICLE_MASS))
+    inertia = _sub(inertial, "inertia")
+    for tag in ("ixx", "iyy", "izz"):
+        _sub(inertia, tag, _num(VEHICLE_INERTIA))
+    for tag in ("ixy", "ixz", "iyz"):
+        _sub(inertia, tag, _num(0.0))
     for name, s in spec.sensors.items():
         kind = {LidarSpec: "gpu_lidar", CameraSpec: "camera", ImuSpec: "imu", GnssSpec: "navsat"}
         gz_type = kind.get(type(s))
-        if gz_type is None:  # odometry has no Gazebo sensor: the backend reports the pose
+        if gz_type is None:  # odometry has no Gazebo sensor: the backend reads the link pose
             continue
-        sensor = _sub(link, "sensor", name=name, type=gz_type)
-        _sub(sensor, "pose", _vec((*s.mount.xyz, *s.mount.rpy)))
-        _sub(sensor, "always_on", "true")
-        _sub(sensor, "update_rate", _num(s.rate_hz))
-        _sub(sensor, "visualize", "false")
-        _sub(sensor, "topic", gz_topic(name))
+        sensor = _sensor(link, name, gz_type, s, gz_topic(name))
         if isinstance(s, LidarSpec):
             _lidar(sensor, s)
         elif isinstance(s, CameraSpec):
             _camera(sensor, name, s)
+            if s.depth:
+                twin = _sensor(link, f"{name}_depth", "depth_camera", s, depth_topic(name))
+                _camera(twin, f"{name}_depth", s, depth=True)
         elif isinstance(s, ImuSpec):
             imu = _sub(sensor, "imu")
             _sub(imu, "enable_orientation", "true")
         elif isinstance(s, GnssSpec):
             _sub(sensor, "navsat")
+    if driver:
+        from simconform.adapters.gazebo.driver_system import MODULE_NAME
+
+        plugin = _sub(model, "plugin", filename=PYTHON_SYSTEM[0], name=PYTHON_SYSTEM[1])
+        _sub(plugin, "module_name", MODULE_NAME)
 
 
-def world_to_sdf(world: World, spec: Spec) -> str:
-    """SDF 1.10 XML of the world, its systems and the spec's vehicle (meshes: `mesh_files`)."""
+def world_to_sdf(world: World, spec: Spec, driver: bool = False) -> str:
+    """SDF 1.10 XML of the world, its systems and the spec's vehicle (meshes: `mesh_files`);
+    `driver` adds simconform's drive system to the vehicle (backend runs only)."""
     root = ET.Element("sdf", version=SDF_VERSION)
     w = _sub(root, "world", name=world.name)
     physics = _sub(w, "physics", name="simconform", type="ignored")
@@ -250,19 +284,19 @@ def world_to_sdf(world: World, spec: Spec) -> str:
     meshes = iter(mesh_files(world))
     for obj, name in zip(world.objects, model_names(world)):
         _object_model(w, obj, name, next(meshes) if isinstance(obj, Mesh) else None)
-    _vehicle(w, spec)
+    _vehicle(w, spec, driver)
     ET.indent(root, "  ")
     return '<?xml version="1.0"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def write_sdf(world: World, spec: Spec, out: Path) -> Path:
+def write_sdf(world: World, spec: Spec, out: Path, driver: bool = False) -> Path:
     """Write OUT/<world>.sdf and its meshes; returns the SDF path."""
     out.mkdir(parents=True, exist_ok=True)
     for rel, text in mesh_files(world).items():
         (out / rel).parent.mkdir(parents=True, exist_ok=True)
         (out / rel).write_text(text)
     path = out / f"{world.name}.sdf"
-    path.write_text(world_to_sdf(world, spec))
+    path.write_text(world_to_sdf(world, spec, driver))
     return path
 
 
@@ -288,15 +322,19 @@ def bridge_entries(spec: Spec) -> list[dict[str, str]]:
         topic = gz_topic(name)
         gz_name = f"{topic}/points" if s.type == "lidar" else topic
         ros_name = f"{spec.topic(name)}/image" if s.type == "camera" else spec.topic(name)
-        entries.append(
-            {
-                "ros_topic_name": ros_name,
-                "gz_topic_name": gz_name,
-                "ros_type_name": ros_type,
-                "gz_type_name": gz_type,
-                "direction": "GZ_TO_ROS",
-            }
-        )
+        pairs = [(ros_name, gz_name)]
+        if isinstance(s, CameraSpec) and s.depth:  # 32FC1 z-depth (REP 118)
+            pairs.append((f"{spec.topic(name)}/depth", depth_topic(name)))
+        for ros, gz in pairs:
+            entries.append(
+                {
+                    "ros_topic_name": ros,
+                    "gz_topic_name": gz,
+                    "ros_type_name": ros_type,
+                    "gz_type_name": gz_type,
+                    "direction": "GZ_TO_ROS",
+                }
+            )
     return entries
 
 

@@ -1,10 +1,10 @@
-"""A paused gz-sim 8 server driven over gz-transport 13: start it, step it, teleport the vehicle,
-and collect sensor messages as wire bytes keyed by (topic, sim-time stamp).
+"""A paused gz-sim 8 server driven over gz-transport 13: start it, step it, and collect sensor
+messages as wire bytes keyed by (topic, sim-time stamp). The vehicle is moved inside the server
+by simconform's Python system (driver_system.py); this side only steps the world.
 
-Services used (gz-sim 8 UserCommands and the world's control service):
+Service used (the world's control service):
 
 - /world/<name>/control  gz.msgs.WorldControl {pause: true, multi_step: n} -> gz.msgs.Boolean
-- /world/<name>/set_pose gz.msgs.Pose {name, position, orientation} -> gz.msgs.Boolean
 
 gz.transport13's Python Node: subscribe(msg_class, topic, callback(msg)) and
 request(service, request, request_class, response_class, timeout_ms) -> (ok, response).
@@ -26,7 +26,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-REQUIRED_MODULES = ("gz.sim8", "gz.transport13", "gz.msgs10")
+# gz.math7 and sdformat14 are imported inside the server: by the drive system and by gz-sim's
+# PythonSystemLoader, which loads it
+REQUIRED_MODULES = ("gz.sim8", "gz.transport13", "gz.msgs10", "gz.math7", "sdformat14")
 
 INSTALL_HINT = (
     "install Gazebo Harmonic (gz-sim 8) with its Python bindings; on Ubuntu 24.04: add the OSRF "
@@ -35,7 +37,8 @@ INSTALL_HINT = (
     "--print-architecture) signed-by=/usr/share/keyrings/pkgs-osrf-archive-keyring.gpg] "
     'https://packages.osrfoundation.org/gazebo/ubuntu-stable $(lsb_release -cs) main" | sudo '
     "tee /etc/apt/sources.list.d/gazebo-stable.list), then `sudo apt-get update && sudo apt-get "
-    "install gz-harmonic python3-gz-transport13 python3-gz-msgs10 python3-gz-sim8`, and run "
+    "install gz-harmonic python3-gz-transport13 python3-gz-msgs10 python3-gz-sim8 "
+    "python3-gz-math7 python3-sdformat14`, and run "
     "simconform with the system Python 3.12 (or a venv made with --system-site-packages) so "
     "that `import gz.transport13` works; see docs/gazebo.md"
 )
@@ -69,19 +72,25 @@ def unavailable_message() -> str | None:
 class GzSession:
     """One headless, paused `gz sim` server on `sdf_path` and a transport node talking to it."""
 
-    def __init__(self, sdf_path: Path, world: str, timeout_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        sdf_path: Path,
+        world: str,
+        env: dict[str, str] | None = None,
+        timeout_s: float = 60.0,
+    ) -> None:
+        """`env`: extra environment for the server (the driver's table and plugin path)."""
         self.world = world
         self.timeout_s = timeout_s
         self.msgs = importlib.import_module("gz.msgs10")
         from gz.msgs10.boolean_pb2 import Boolean
-        from gz.msgs10.pose_pb2 import Pose
         from gz.msgs10.world_control_pb2 import WorldControl
         from gz.transport13 import Node
 
-        self._Boolean, self._Pose, self._WorldControl = Boolean, Pose, WorldControl
+        self._Boolean, self._WorldControl = Boolean, WorldControl
         self.partition = f"simconform_{os.getpid()}_{uuid.uuid4().hex[:8]}"
         os.environ["GZ_PARTITION"] = self.partition  # the node below reads it when created
-        env = dict(os.environ, GZ_PARTITION=self.partition)
+        env = dict(os.environ, **(env or {}), GZ_PARTITION=self.partition)
         self.log = open(sdf_path.with_suffix(".log"), "wb")  # noqa: SIM115 - closed in close()
         # -s server only, no -r: start paused, the backend steps it; --headless-rendering: EGL
         self.proc = subprocess.Popen(
@@ -122,21 +131,12 @@ class GzSession:
 
         The service answers when the request is queued, not when the iterations are done:
         callers wait for a message stamped with the target time (`wait_stamp`) before they
-        teleport the vehicle again."""
+        write the drive table's next rows or read what the step produced."""
         if n <= 0:
             return
         req = self._WorldControl(pause=True, multi_step=int(n))
         if not self._request(f"/world/{self.world}/control", req, self._WorldControl):
             raise RuntimeError(f"/world/{self.world}/control refused multi_step {n}")
-
-    def set_pose(self, model: str, xyz, quat_xyzw) -> None:
-        """Teleport `model`; UserCommands applies it in the next iteration's PreUpdate."""
-        req = self._Pose(name=model)
-        req.position.x, req.position.y, req.position.z = (float(v) for v in xyz)
-        o = req.orientation
-        o.x, o.y, o.z, o.w = (float(v) for v in quat_xyzw)
-        if not self._request(f"/world/{self.world}/set_pose", req, self._Pose):
-            raise RuntimeError(f"/world/{self.world}/set_pose refused a pose for {model}")
 
     # ------------------------------------------------------------------ topics
 
