@@ -227,19 +227,25 @@ def read_pointcloud_packed(msg: Any) -> tuple[int, dict[str, np.ndarray]]:
     return stamp_ns(f), out
 
 
-def read_image(msg: Any) -> tuple[int, np.ndarray]:
-    """(stamp_ns, (height, width, 3) uint8) of an R8G8B8 (RGB_INT8) Image, row-major."""
+def _pixel_rows(msg: Any, kind: str, fmt: int, fmt_name: str, bpp: int) -> tuple[int, np.ndarray]:
+    """(stamp_ns, (height, width * bpp) uint8) of an Image in pixel format `fmt`, rows
+    row-major with their padding (`step`) cut off."""
     f = parse(_bytes_of(msg))
     w, h = _uint(f, 2), _uint(f, 3)
-    step = _uint(f, 4) or 3 * w
-    fmt = _uint(f, 6)
-    if fmt != RGB_INT8:
-        raise ValueError(f"Image pixel_format_type {fmt}, expected RGB_INT8 ({RGB_INT8})")
+    step = _uint(f, 4) or bpp * w
+    got = _uint(f, 6)
+    if got != fmt:
+        raise ValueError(f"{kind} pixel_format_type {got}, expected {fmt_name} ({fmt})")
     data = np.frombuffer(_blob(f, 5), dtype=np.uint8)
     if data.size < step * h:
-        raise ValueError(f"Image data has {data.size} bytes, expected {step * h}")
-    rows = data[: step * h].reshape(h, step)[:, : 3 * w]
-    return stamp_ns(f), rows.reshape(h, w, 3).copy()
+        raise ValueError(f"{kind} data has {data.size} bytes, expected {step * h}")
+    return stamp_ns(f), data[: step * h].reshape(h, step)[:, : bpp * w].copy()
+
+
+def read_image(msg: Any) -> tuple[int, np.ndarray]:
+    """(stamp_ns, (height, width, 3) uint8) of an R8G8B8 (RGB_INT8) Image, row-major."""
+    stamp, rows = _pixel_rows(msg, "Image", RGB_INT8, "RGB_INT8", 3)
+    return stamp, rows.reshape(rows.shape[0], -1, 3)
 
 
 def read_depth(msg: Any) -> tuple[int, np.ndarray]:
@@ -247,17 +253,8 @@ def read_depth(msg: Any) -> tuple[int, np.ndarray]:
 
     gz-rendering's depth camera gives z-depth (along the optical axis), +inf beyond the far
     clip and -inf inside the near clip."""
-    f = parse(_bytes_of(msg))
-    w, h = _uint(f, 2), _uint(f, 3)
-    step = _uint(f, 4) or 4 * w
-    fmt = _uint(f, 6)
-    if fmt != R_FLOAT32:
-        raise ValueError(f"depth Image pixel_format_type {fmt}, expected R_FLOAT32 ({R_FLOAT32})")
-    data = _blob(f, 5)
-    if len(data) < step * h:
-        raise ValueError(f"depth Image data has {len(data)} bytes, expected {step * h}")
-    rows = np.frombuffer(data[: step * h], dtype=np.uint8).reshape(h, step)[:, : 4 * w]
-    return stamp_ns(f), rows.copy().view("<f4").reshape(h, w).astype(np.float32)
+    stamp, rows = _pixel_rows(msg, "depth Image", R_FLOAT32, "R_FLOAT32", 4)
+    return stamp, rows.view("<f4").astype(np.float32)
 
 
 def image_to_truth(msg: Any, depth_msg: Any = None) -> CameraTruth:
