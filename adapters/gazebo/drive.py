@@ -46,29 +46,30 @@ def _block(
     mass: float,
     inertia: float,
 ) -> np.ndarray:
-    t_e = t0_ns + k * step_ns
-    t_s = t_e - step_ns
+    # k is consecutive: the n + 1 step boundaries serve as starts ([:-1]) and ends ([1:])
+    t = t0_ns + np.arange(k[0] - 1, k[-1] + 1, dtype=np.int64) * step_ns
     lo, hi = motion.start_ns, motion.end_ns
-    moving_s = ((t_s >= lo) & (t_s < hi))[:, None]
-    moving_e = ((t_e >= lo) & (t_e <= hi))[:, None]
-    start = rates(motion, np.clip(t_s, lo, hi), h_ns)
-    end_base = rates(motion, np.clip(t_e, lo, hi), h_ns)
-    v_s = np.where(moving_s, start.velocity, 0.0)
-    w_s = np.where(moving_s, start.world_rate(), 0.0)
-    w_e = np.where(moving_e, end_base.world_rate(), 0.0)
+    moving_s = ((t[:-1] >= lo) & (t[:-1] < hi))[:, None]
+    moving_e = ((t[1:] >= lo) & (t[1:] <= hi))[:, None]
+    t_in = np.clip(t, lo, hi)
+    base = rates(motion, t_in, h_ns)
+    w_world = base.world_rate()
+    v_s = np.where(moving_s, base.velocity[:-1], 0.0)
+    w_s = np.where(moving_s, w_world[:-1], 0.0)
+    w_e = np.where(moving_e, w_world[1:], 0.0)
     alpha = (w_e - w_s) / (step_ns * 1e-9)
+    here_e = base.here[1:]
     if imu_mount is None:
-        a_origin = end_base.accel
+        a_origin = base.accel[1:]
     else:
-        a_mount = rates(motion, np.clip(t_e, lo, hi), h_ns, imu_mount).accel
-        r_w = end_base.here.rot.apply(imu_mount.t)
+        a_mount = rates(motion, t_in[1:], h_ns, imu_mount).accel
+        r_w = here_e.rot.apply(imu_mount.t)
         a_origin = a_mount - np.cross(alpha, r_w) - np.cross(w_e, np.cross(w_e, r_w))
     a_origin = np.where(moving_e, a_origin, 0.0)
     # the start pose that one semi-implicit Euler step (v' = v + a dt, then p' = p + v' dt and
     # R' = exp(omega' dt) R) carries exactly onto the trajectory's pose at t_e
     dt = step_ns * 1e-9
     v_e = v_s + a_origin * dt
-    here_e = end_base.here
     start_rot = Rotation.from_rotvec(-w_e * dt) * here_e.rot
     q_xyzw = Pose(here_e.t, start_rot).quat()
     rows = np.zeros((len(k), NCOL))
