@@ -486,7 +486,8 @@ def test_backend_drives_steps_and_serves_captures_in_any_order(gz_model, monkeyp
     assert traj.start_ns - t0 == 1_000_000_000 and server.steps[0] == 1000
     assert set(server.steps[1:]) == {10}  # the IMU's 100 Hz is the finest event grid
     assert server.closed and b.tmp is None
-    mount = Pose.from_xyz_rpy(*(lambda m: (m.xyz, m.rpy))(SPEC.sensors["gnss"].mount))
+    g = SPEC.sensors["gnss"].mount
+    mount = Pose.from_xyz_rpy(g.xyz, g.rpy)
     for k, tt in enumerate(t):
         p = traj.pose_at(int(tt))
         np.testing.assert_allclose(np.nanmax(lidar[k].ranges), p.t[0], atol=1e-9)
