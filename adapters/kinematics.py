@@ -4,6 +4,18 @@ The reference IMU reads these directly; the Gazebo driver feeds them forward as 
 velocities, so that Gazebo's own IMU experiences the same motion. One definition keeps the two
 comparable: central differences with step h (the IMU period), shifted inside the trajectory
 at its ends (one-sided there).
+
+These are not the instantaneous derivatives: the second difference is the acceleration
+averaged over t +- h with a triangular weight. The definition is kept with the C2 spline
+trajectories (simconform/trajectory.py) rather than the spline's analytic derivatives because
+it means the same for both interpolations (a linear path has no acceleration at its knots,
+only velocity jumps), because an accelerometer reports a band-limited average over its
+sample interval too, and because the Gazebo drive feeds these very values to the engine, so
+the backends agree whichever definition is chosen. Measured on the demo (100 Hz, the rover's
+IMU mount, the spline path): the second difference is within 2.7e-4 m/s^2 of the analytic
+acceleration at 99 % of the samples (median 2.5e-7) and the angular rate within 1.6e-4 rad/s;
+only at the ramp edges, where the waypoints pitch the vehicle 0.1 rad within 40 ms, does the
++-h average differ from the instantaneous value (up to 15 m/s^2 and 0.17 rad/s).
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ A campaign file (YAML, validated, unknown keys rejected, paths relative to the f
 matrix; every cell is an ordinary run folder DIR/cells/<backend>-s<seed>-<variant>-<scene>/
 (bag, run.json, report/) made by `simconform.run.run` and `verify_run`, so everything that
 reads a run reads a cell. Beside run.json, cell.json holds the cell's input hash (spec variant
-content, world + mesh + trajectory file hashes, seed, backend, duration, storage, confidence,
-simconform version): a cell whose run is complete, verified and has the same hash is not run
-again, so an interrupted or extended campaign resumes where it stopped.
+content, world + mesh + trajectory file hashes, seed, backend, duration, storage, interpolation,
+confidence, simconform version): a cell whose run is complete, verified and has the same hash
+is not run again, so an interrupted or extended campaign resumes where it stopped.
 
 DIR also holds specs/<variant>.yaml (the variant specs the cells ran), campaign.json,
 campaign.md, junit.xml and plots/ (simconform.campaign_report), and .campaign-token. Cells of
@@ -24,6 +24,7 @@ A campaign file::
       lidar5cm: {sensors.lidar.noise.range.sigma: 0.05}   # dotted path -> value
     worlds: [{world: ../worlds/demo.yaml, trajectory: ../worlds/demo.tum}]
     duration: 5.0                             # s; default: the whole trajectory
+    interpolation: spline                     # or linear (`simconform run --interpolation`)
     confidence: 0.95
 
 Executors:
@@ -146,6 +147,7 @@ class CampaignFile(_Strict):
     duration: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
     confidence: Annotated[float, Field(ge=0.5, lt=1)] = 0.95
     storage: Literal["mcap", "sqlite3"] = "mcap"
+    interpolation: Literal["spline", "linear"] = "spline"
 
 
 @dataclass(frozen=True)
@@ -180,6 +182,7 @@ class Cell:
     trajectory: str
     duration: float | None
     storage: str
+    interpolation: str
     confidence: float
     hash: str
     out: str  # DIR/cells/<id>
@@ -201,6 +204,7 @@ class Plan:
     confidence: float
     storage: str
     spec: Path
+    interpolation: str = "spline"
 
     def cells(self, out: Path) -> list[Cell]:
         from simconform.adapters import BACKENDS
@@ -231,6 +235,7 @@ class Plan:
                                 trajectory=str(scene.trajectory),
                                 duration=self.duration,
                                 storage=self.storage,
+                                interpolation=self.interpolation,
                                 confidence=self.confidence,
                                 hash=self._hash(backend, variant, scene, seed),
                                 out=str(out / "cells" / cid),
@@ -252,6 +257,7 @@ class Plan:
             "backend": backend,
             "duration": self.duration,
             "storage": self.storage,
+            "interpolation": self.interpolation,
             "confidence": self.confidence,
             "simconform": __version__,
         }
@@ -300,6 +306,7 @@ def load_campaign(path: str | Path) -> Plan:
         confidence=model.confidence,
         storage=model.storage,
         spec=spec_path,
+        interpolation=model.interpolation,
     )
 
 
@@ -511,6 +518,7 @@ def _run(cell: Cell, spec, world, trajectory, out: Path) -> tuple[str, bool]:
         out=out,
         duration=cell.duration,
         storage=cell.storage,
+        interpolation=cell.interpolation,
         force=False,
     )
     result = run(cfg, progress=False)
@@ -835,6 +843,7 @@ def finish_cell(cell: Cell, res: dict, attempts: int) -> dict:
             "trajectory": cell.trajectory,
             "duration": cell.duration,
             "storage": cell.storage,
+            "interpolation": cell.interpolation,
             "confidence": cell.confidence,
             "files_sha256": dict(cell.files),
         },
@@ -929,6 +938,7 @@ def run_campaign(
         "duration_s": plan.duration,
         "confidence": plan.confidence,
         "storage": plan.storage,
+        "interpolation": plan.interpolation,
         "simconform": __version__,
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "wall_s": time.monotonic() - t0,

@@ -266,6 +266,7 @@ BAD = [
     ({"duration": 1e6}, "duration", "spans only"),
     ({"duration": -1}, "duration", "greater than"),
     ({"confidence": 0.2}, "confidence", "greater than or equal"),
+    ({"interpolation": "cubic"}, "interpolation", "'spline' or 'linear'"),
     ({"worlds": [{"world": "missing.yaml", "trajectory": "t.tum"}]}, "worlds.0.world", "exist"),
     ({"worlds": [{"world": str(DEMO_WORLD)}]}, "worlds.0.trajectory", "Field required"),
     ({"spec": "nope.yaml"}, "spec", "existing file"),
@@ -306,6 +307,21 @@ def test_flag_errors_and_missing_ray(tmp_path: Path, monkeypatch) -> None:
     with pytest.raises(UserError, match=r"pip install 'simconform\[ray\]'"):
         cp.run_campaign(file, tmp_path / "out", executor="ray")
     assert not (tmp_path / "out").exists()
+
+
+def test_interpolation_reaches_the_cells_and_their_hash(tmp_path: Path) -> None:
+    """`interpolation` (default spline) is a run option like storage: every cell runs with it,
+    records it in run.json, and a change of it runs the cell again (another hash)."""
+    default = cp.load_campaign(campaign_file(tmp_path)).cells(tmp_path / "out")
+    plan = cp.load_campaign(campaign_file(tmp_path, interpolation="linear", seeds=[1]))
+    (cell,) = plan.cells(tmp_path / "out")
+    assert default[0].interpolation == "spline" and cell.interpolation == "linear"
+    assert cell.hash != default[0].hash
+    cell_spec = Path(cell.spec)
+    cell_spec.parent.mkdir(parents=True)
+    cell_spec.write_text(plan.variants[0].text)
+    assert cp.execute_cell(cell)["status"] == "ran"
+    assert json.loads((Path(cell.out) / "run.json").read_text())["interpolation"] == "linear"
 
 
 def test_example_campaign_is_valid() -> None:

@@ -14,8 +14,9 @@ omega' = omega + alpha dt, then R' = exp(omega' dt) R and p' = p + v' dt):
   a_origin = a_mount - alpha x r_w - omega x (omega x r_w), the rigid-body lever arm the
   engine adds back when gz-sim reads the acceleration at the sensor's offset;
 - the start pose is the one that this step carries exactly onto the trajectory's pose at t_e,
-  so lidar, camera and GNSS see the trajectory's pose however sharp its corners (a TUM path
-  is piecewise linear: its true rate jumps at every knot, unlike the smoothed IMU rates).
+  so lidar, camera and GNSS see the trajectory's pose however sharp its corners (the default
+  spline path is C2; with `--interpolation linear` its true rate jumps at every knot, unlike
+  the smoothed IMU rates).
 
 The state is set afresh every step, so nothing drifts. Before the trajectory starts (the
 renderer's warm-up second) the vehicle holds the first pose at rest; after it ends, the last.
