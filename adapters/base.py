@@ -1,15 +1,21 @@
 """The one interface every simulator backend implements, and the truth samples it returns.
 
 A backend only produces noiseless engine truth in the sensor frame; the shared pipeline adds
-every error. `capture` receives the trajectory rather than one pose so that a rolling-shutter
-sensor can re-interpolate the pose per column, and the IMU can differentiate the motion.
+every error. The one exception is `--noise engine` (`supports_engine_noise`, Gazebo only): the
+backend then also returns the engine's own noisy output of the same capture in the truth
+sample's optional `engine` field, and the pipeline publishes that instead of adding its noise
+(it still applies dropout, latency and encoding). Every other backend leaves `engine` None.
+
+`capture` receives the trajectory rather than one pose so that a rolling-shutter sensor can
+re-interpolate the pose per column, and the IMU can differentiate the motion.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -41,6 +47,8 @@ class LidarTruth:
     ranges: np.ndarray  # (rings, columns) float64, NaN for no return
     intensity: np.ndarray  # (rings, columns) float32
     t_offset: np.ndarray  # (rings, columns) float32 seconds from sweep start
+    # --noise engine only: the engine's noisy output of this capture (same type, engine None)
+    engine: Any = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -48,11 +56,15 @@ class ImuTruth:
     accel: np.ndarray  # (3,) specific force in the sensor frame, m/s^2
     gyro: np.ndarray  # (3,) angular velocity in the sensor frame, rad/s
     orientation: np.ndarray  # (4,) sensor orientation in the map frame, x y z w
+    # --noise engine only: the engine's noisy output of this capture (same type, engine None)
+    engine: Any = field(default=None, repr=False, compare=False)
 
 
 @dataclass
 class GnssTruth:
     enu: np.ndarray  # (3,) antenna position in the map frame (ENU about the world origin), m
+    # --noise engine only: the engine's noisy output of this capture (same type, engine None)
+    engine: Any = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -75,6 +87,8 @@ class CameraTruth:
     image: np.ndarray  # uint8
     depth: np.ndarray | None  # float32 metres
     encoded: bytes | None = None
+    # --noise engine only: the engine's noisy output of this capture (same type, engine None)
+    engine: Any = field(default=None, repr=False, compare=False)
 
 
 TruthSample = LidarTruth | ImuTruth | GnssTruth | OdomTruth | CameraTruth
@@ -84,11 +98,21 @@ class BackendUnavailable(Exception):
     """The backend's engine is not installed here; the message says what to install."""
 
 
+class EngineError(RuntimeError):
+    """The engine failed during a run (a server died, refused a request or fell silent); the
+    message names the evidence kept in the run folder (e.g. the server log)."""
+
+
 class SensorBackend(ABC):
     name: str
     # whether lidar/camera captures may be rendered ahead in worker processes, each with its
     # own open backend (`--jobs`); false for engines that must step one timeline in order
     prefetch: bool = True
+    # the run folder, set by `simconform run` before the first capture: engines keep their
+    # logs there (an engine's failure is then explained by files that outlive the run)
+    run_dir: Path | None = None
+    # whether `use_engine_noise` is available (`simconform run --noise engine`)
+    supports_engine_noise: bool = False
 
     @abstractmethod
     def open(self, world: World, spec: Spec) -> None:
@@ -101,6 +125,16 @@ class SensorBackend(ABC):
     def capture_batch(self, sensor: str, times_ns: np.ndarray, motion: Motion) -> list[TruthSample]:
         """Truth for several capture times at once; backends override it to vectorise."""
         return [self.capture(sensor, int(t), motion) for t in times_ns]
+
+    def use_engine_noise(self, seed: int) -> None:
+        """Before open(): make the engine apply the spec's noise itself, seeded with `seed`, and
+        fill each truth sample's `engine` field with its noisy output (see the module doc)."""
+        raise NotImplementedError(f"{self.name} has no engine noise")
+
+    def engine_noise_plan(self) -> dict[str, dict]:
+        """After open(), with engine noise: per sensor whose noise the engine applies, what it
+        applies and what it cannot express (run.json `noise_stages`); other sensors absent."""
+        return {}
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release engine resources."""

@@ -1,5 +1,10 @@
 """The one error pipeline every backend's truth goes through: noise (-> clamp -> round ->
-encode, camera) -> dropout -> latency."""
+encode, camera) -> dropout -> latency.
+
+With `engine_noise` (`simconform run --noise engine`) the noise stage is skipped: the sample
+published is the engine's own noisy output (`truth.engine`, already clamped and rounded by the
+engine for a camera), and only encode, dropout and latency are simconform's. The noise stage's
+generator is still made (and left unused), so the other stages draw exactly as without it."""
 
 from __future__ import annotations
 
@@ -22,16 +27,22 @@ class Published:
 
 
 class SensorPipeline:
-    def __init__(self, name: str, spec, seed: int) -> None:
+    def __init__(self, name: str, spec, seed: int, engine_noise: bool = False) -> None:
         rngs = sensor_generators(seed, name)
         self.name = name
+        self.engine_noise = engine_noise
         self.noise = make_noise(spec, rngs["noise"])
         self.dropout = DropoutStage(spec.dropout, rngs["dropout"])
         self.latency = LatencyStage(spec.latency, rngs["latency"])
         self.encode = EncodeStage(spec) if isinstance(spec, CameraSpec) else None
 
     def process(self, truth: TruthSample, capture_ns: int) -> Published:
-        noisy = self.noise.apply(truth)
+        if self.engine_noise:
+            if truth.engine is None:
+                raise RuntimeError(f"{self.name}: the backend returned no engine-noise sample")
+            noisy = truth.engine
+        else:
+            noisy = self.noise.apply(truth)
         if self.encode is not None:
             noisy = self.encode.apply(noisy)
         kept = self.dropout.apply(noisy)

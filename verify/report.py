@@ -30,6 +30,8 @@ def rows(report: dict):
                 continue
             if "p_value" in m:
                 note = f"p = {fmt(m['p_value'])} (fails below {fmt(m['alpha'])})"
+                if m.get("note"):
+                    note += f"; {m['note']}"
                 yield sname, mname, "normal", fmt(m["measured"]), "-", "-", m["verdict"], "A2", note
                 continue
             ci = f"[{fmt(m['ci'][0])}, {fmt(m['ci'][1])}]"
@@ -37,6 +39,8 @@ def rows(report: dict):
             note = f"n = {m['n']}"
             if "predicted" in m:
                 note += f"; predicted after clamp/round/encode {fmt(m['predicted'])}"
+            if m.get("note"):
+                note += f"; {m['note']}"
             if m.get("encoding_only_rmse") is not None:
                 note += (
                     f"; encoding alone: rmse {fmt(m['encoding_only_rmse'])}, "
@@ -71,6 +75,28 @@ def header_lines(report: dict) -> list[str]:
             or "not finished"
         )
         lines.append(f"**Incomplete run** ({why}): verified up to the last recorded message.")
+    lines += engine_noise_lines(report)
+    return lines
+
+
+def engine_noise_lines(report: dict) -> list[str]:
+    """--noise engine: where the noise came from and what simconform still applied."""
+    if report["run"].get("noise") != "engine":
+        return []
+    lines = [
+        "noise source: Gazebo's <noise> (--noise engine); truth: each sensor's noiseless twin; "
+        "a FAIL on a noise metric is Gazebo deviating from its own declared noise"
+    ]
+    for name, sensor in report["sensors"].items():
+        plan = sensor.get("engine_noise")
+        if plan is None:
+            continue
+        missing = ", ".join(plan["not_expressible"]) or "nothing"
+        lines.append(
+            f"{name}: declared by the spec but not expressible in SDF (applied by simconform "
+            f"where it can): {missing}"
+        )
+        lines += [f"{name}: {n}" for n in plan.get("notes", [])]
     return lines
 
 

@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from simconform.errors import UserError, from_validation
 from simconform.spec import Spec
+from simconform.verify import stats
 from simconform.verify.metrics import make_accumulator
 from simconform.verify.pairing import BagSummary, Pair, stream_pairs
 from simconform.world import Origin
@@ -70,10 +71,12 @@ def verify_run(run_dir: Path, level: float = 0.95, write: bool = True) -> dict:
             "metrics": acc.metrics(),
         }
     _normality_verdicts(sensors, level)
+    _engine_noise_verdicts(sensors, manifest)
     report = {
         "run": {
             "backend": manifest["backend"],
             "seed": manifest["seed"],
+            "noise": manifest.get("noise", "pipeline"),
             "complete": bool(manifest.get("complete", False)) and summary.truncated is None,
             "stopped_by": manifest.get("stopped_by"),
             "incomplete_reason": manifest.get("incomplete_reason"),
@@ -108,6 +111,55 @@ def _normality_verdicts(sensors: dict, level: float) -> None:
         m["verdict"] = "pass" if (m["p_value"] is not None and m["p_value"] >= alpha) else "fail"
         m["alpha"] = alpha
         m.pop("field", None)
+
+
+# metrics measuring the noise itself, per sensor type (the rest: dropout, latency, rate)
+NOISE_METRICS = {
+    "lidar": ("range_",),
+    "imu": ("accel_", "gyro_"),
+    "gnss": ("position_",),
+    "camera": ("intensity_",),
+}
+DEVIATION = "Gazebo deviates from its own declared <noise>"
+_RANK = {"fail": 0, "inconclusive": 1, "pass": 2}
+
+
+def _engine_noise_verdicts(sensors: dict, manifest: dict) -> None:
+    """--noise engine: the noise was Gazebo's (run.json `noise_stages`, made by
+    adapters/gazebo/noise.py engine_noise_plan).
+
+    Each such sensor gets `noise_source` and its `engine_noise` plan (SDF noise written, what
+    simconform applied, what SDF cannot express). gz-sensors negates each drawn bias with
+    probability 0.5, so a randomly signed bias metric is judged against +bias and -bias and
+    keeps the better verdict (noted). Every noise metric Gazebo fails is marked as Gazebo
+    deviating from its own declared noise, with what its model predicts where that is known."""
+    for name, plan in (manifest.get("noise_stages") or {}).items():
+        sensor = sensors.get(name)
+        if sensor is None:
+            continue
+        sensor["noise_source"] = "Gazebo's <noise> (--noise engine)"
+        sensor["engine_noise"] = plan
+        for mname in plan.get("random_sign_bias", []):
+            m = sensor["metrics"].get(mname)
+            if m is None or "ci" not in m or None in (*m["ci"], *m["tolerance"]):
+                continue
+            flipped = [-m["tolerance"][1], -m["tolerance"][0]]
+            v = stats.verdict(tuple(m["ci"]), tuple(flipped))
+            if _RANK[v] > _RANK[m["verdict"]]:
+                m.update(configured=-m["configured"], tolerance=flipped, verdict=v)
+                m["note"] = "gz-sensors drew -bias (it negates the bias with p = 0.5)"
+            else:
+                m["note"] = "gz-sensors negates the bias with p = 0.5: -bias also accepted"
+        prefixes = NOISE_METRICS.get(sensor["type"], ())
+        for mname, m in sensor["metrics"].items():
+            notes = [m.get("note")]
+            if m["verdict"] == "fail" and mname.startswith(prefixes):
+                m["deviation"] = DEVIATION
+                notes.append(DEVIATION)
+            if mname in plan.get("expected", {}):  # SDF cannot express the spec's value
+                notes.append(f"its SDF model gives {plan['expected'][mname]:.4g}")
+            if any(notes):
+                m["note"] = "; ".join(x for x in notes if x)
 
 
 def overall(sensors: dict) -> str:

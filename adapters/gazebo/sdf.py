@@ -17,8 +17,12 @@ spherical_coordinates). Choices that matter for a fair comparison:
   spec's mounts, in the link frame.
 - A camera with `depth: true` gets a second, `depth_camera` sensor at the same mount with the
   same geometry, publishing 32-bit float z-depth on <topic>/depth.
-- No Gazebo noise anywhere: no <noise> element is written (SDF's default noise type is none),
-  and no IMU/NavSat noise either, so only simconform's seeded pipeline adds error.
+- By default no Gazebo noise anywhere: no <noise> element is written (SDF's default noise type
+  is none), and no IMU/NavSat noise either, so only simconform's seeded pipeline adds error.
+  With `engine_noise=True` (`simconform run --noise engine`) the spec's error model is written
+  as each sensor's SDF <noise> (`engine_noise_plan` says what and in which units), and every
+  noisy sensor gets a noiseless twin `<name>_truth` at the same mount on `<topic>/truth`, whose
+  output is the run's truth.
 - Lidar vertical beams: SDF only has samples + min/max angle (evenly spaced). Explicit
   `rings.angles_deg` are written as their min/max with their count; for non-uniform angles
   (e.g. a real sensor's table) the beams Gazebo casts then differ from the spec's.
@@ -38,8 +42,9 @@ import numpy as np
 import typer
 import yaml
 
+from simconform.adapters.gazebo.noise import add_engine_noise, engine_noise_values
 from simconform.spec import CameraSpec, GnssSpec, ImuSpec, LidarSpec, Spec
-from simconform.world import Box, Cylinder, Mesh, Plane, Sphere, World
+from simconform.world import Box, Cylinder, Mesh, Origin, Plane, Sphere, World
 
 SDF_VERSION = "1.10"
 VEHICLE = "simconform_vehicle"
@@ -94,6 +99,14 @@ def gz_topic(sensor: str) -> str:
 def depth_topic(sensor: str) -> str:
     """Gazebo topic of a camera's depth_camera twin (its cloud: <topic>/points)."""
     return f"{gz_topic(sensor)}/depth"
+
+
+TWIN_SUFFIX = "_truth"  # --noise engine: the noiseless twin of a noisy sensor
+
+
+def twin_topic(sensor: str) -> str:
+    """Gazebo topic of the noiseless twin of a noisy sensor (--noise engine)."""
+    return f"{gz_topic(sensor)}/truth"
 
 
 def model_names(world: World) -> list[str]:
@@ -210,7 +223,13 @@ def _sensor(link: ET.Element, name: str, gz_type: str, s, topic: str) -> ET.Elem
     return sensor
 
 
-def _vehicle(world_el: ET.Element, spec: Spec, driver: bool) -> None:
+def _vehicle(
+    world_el: ET.Element,
+    spec: Spec,
+    driver: bool,
+    engine_noise: bool = False,
+    origin: Origin | None = None,
+) -> None:
     model = _sub(world_el, "model", name=VEHICLE)
     _sub(model, "static", "false")
     _sub(model, "pose", _vec((0.0,) * 6))
@@ -229,19 +248,26 @@ def _vehicle(world_el: ET.Element, spec: Spec, driver: bool) -> None:
         gz_type = kind.get(type(s))
         if gz_type is None:  # odometry has no Gazebo sensor: the backend reads the link pose
             continue
-        sensor = _sensor(link, name, gz_type, s, gz_topic(name))
-        if isinstance(s, LidarSpec):
-            _lidar(sensor, s)
-        elif isinstance(s, CameraSpec):
-            _camera(sensor, name, s)
-            if s.depth:
-                twin = _sensor(link, f"{name}_depth", "depth_camera", s, depth_topic(name))
-                _camera(twin, f"{name}_depth", s, depth=True)
-        elif isinstance(s, ImuSpec):
-            imu = _sub(sensor, "imu")
-            _sub(imu, "enable_orientation", "true")
-        elif isinstance(s, GnssSpec):
-            _sub(sensor, "navsat")
+        noisy = engine_noise and bool(engine_noise_values(s, origin))
+        # with engine noise, the noiseless twin at the same mount gives the truth
+        for sname, topic in ((name, gz_topic(name)),) + (
+            ((name + TWIN_SUFFIX, twin_topic(name)),) if noisy else ()
+        ):
+            sensor = _sensor(link, sname, gz_type, s, topic)
+            if isinstance(s, LidarSpec):
+                _lidar(sensor, s)
+            elif isinstance(s, CameraSpec):
+                _camera(sensor, sname, s)
+            elif isinstance(s, ImuSpec):
+                imu = _sub(sensor, "imu")
+                _sub(imu, "enable_orientation", "true")
+            elif isinstance(s, GnssSpec):
+                _sub(sensor, "navsat")
+            if noisy and sname == name:
+                add_engine_noise(sensor, s, origin)
+        if isinstance(s, CameraSpec) and s.depth:
+            twin = _sensor(link, f"{name}_depth", "depth_camera", s, depth_topic(name))
+            _camera(twin, f"{name}_depth", s, depth=True)
     if driver:
         from simconform.adapters.gazebo.driver_system import MODULE_NAME
 
@@ -249,9 +275,10 @@ def _vehicle(world_el: ET.Element, spec: Spec, driver: bool) -> None:
         _sub(plugin, "module_name", MODULE_NAME)
 
 
-def world_to_sdf(world: World, spec: Spec, driver: bool = False) -> str:
+def world_to_sdf(world: World, spec: Spec, driver: bool = False, engine_noise: bool = False) -> str:
     """SDF 1.10 XML of the world, its systems and the spec's vehicle (meshes: `mesh_files`);
-    `driver` adds simconform's drive system to the vehicle (backend runs only)."""
+    `driver` adds simconform's drive system to the vehicle (backend runs only); `engine_noise`
+    writes the spec's noise as SDF <noise> plus a noiseless twin per noisy sensor."""
     root = ET.Element("sdf", version=SDF_VERSION)
     w = _sub(root, "world", name=world.name)
     physics = _sub(w, "physics", name="simconform", type="ignored")
@@ -284,19 +311,21 @@ def world_to_sdf(world: World, spec: Spec, driver: bool = False) -> str:
     meshes = iter(mesh_files(world))
     for obj, name in zip(world.objects, model_names(world)):
         _object_model(w, obj, name, next(meshes) if isinstance(obj, Mesh) else None)
-    _vehicle(w, spec, driver)
+    _vehicle(w, spec, driver, engine_noise, world.origin)
     ET.indent(root, "  ")
     return '<?xml version="1.0"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def write_sdf(world: World, spec: Spec, out: Path, driver: bool = False) -> Path:
+def write_sdf(
+    world: World, spec: Spec, out: Path, driver: bool = False, engine_noise: bool = False
+) -> Path:
     """Write OUT/<world>.sdf and its meshes; returns the SDF path."""
     out.mkdir(parents=True, exist_ok=True)
     for rel, text in mesh_files(world).items():
         (out / rel).parent.mkdir(parents=True, exist_ok=True)
         (out / rel).write_text(text)
     path = out / f"{world.name}.sdf"
-    path.write_text(world_to_sdf(world, spec, driver))
+    path.write_text(world_to_sdf(world, spec, driver, engine_noise))
     return path
 
 
