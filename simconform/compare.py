@@ -41,6 +41,14 @@ import typer
 from pydantic import ValidationError
 
 from simconform.errors import UserError, from_validation
+from simconform.explain.camera import (
+    EDGE_AGREEMENT_MIN,
+    EDGE_CAP_PX,
+    EDGE_STEP,
+    GazeboCameraModel,
+    edge_agreement,
+    gazebo_camera,
+)
 from simconform.spec import CameraSpec, GnssSpec, ImuSpec, LidarSpec, OdomSpec, Spec
 from simconform.world import Origin
 
@@ -58,7 +66,15 @@ BOOTSTRAP_SEED = 0x5C0_C0A1
 AD_MAX = 5000  # per side, as for the verifier's normality check
 KS_MAX = 200_000  # per side
 PIXELS_PER_FRAME = 4096  # camera errors kept per frame for the two-sample tests
-IDENTITY = ("spec_content", "world_content", "trajectory_sha256", "seed", "start_ns", "end_ns")
+IDENTITY = (
+    "spec_content",
+    "world_content",
+    "trajectory_sha256",
+    "interpolation",
+    "seed",
+    "start_ns",
+    "end_ns",
+)
 SSIM_SIGMA, SSIM_TRUNCATE, SSIM_K1, SSIM_K2 = 1.5, 3.5, 0.01, 0.03
 INFORMATIONAL = "informational"
 
@@ -245,7 +261,7 @@ def check_comparable(dir_a: Path, a: dict, dir_b: Path, b: dict) -> None:
                 f"(run {side.upper()} has none; a replayed bag cannot be shown to match)",
             )
     for key in IDENTITY:
-        diff = _first_difference(a.get(key), b.get(key), key)
+        diff = _first_difference(_identity(a, key), _identity(b, key), key)
         if diff is not None:
             where, va, vb = diff
             raise UserError(
@@ -253,8 +269,18 @@ def check_comparable(dir_a: Path, a: dict, dir_b: Path, b: dict) -> None:
                 where,
                 vb,
                 f"expected {_short(va)} as in {dir_a / 'run.json'}: compare needs runs of one "
-                "spec, world, trajectory, seed and time span (only the backend may differ)",
+                "spec, world, trajectory, interpolation, seed and time span (only the backend "
+                "may differ)",
             )
+
+
+def _identity(m: dict, key: str) -> Any:
+    """run.json's value of an IDENTITY key; runs from before --interpolation were linear."""
+    if key == "interpolation":
+        from simconform.trajectory import run_interpolation
+
+        return run_interpolation(m)
+    return m.get(key)
 
 
 def _check_replay_comparable(dir_a: Path, a: dict, dir_b: Path, b: dict) -> None:
@@ -471,17 +497,10 @@ class ObjectLabels:
 
     def __init__(self, manifest: dict, spec: Spec, sensor: str) -> None:
         from simconform.adapters.raycast import Scene
+        from simconform.explain.inputs import run_inputs
         from simconform.frames import Pose
-        from simconform.run import sha256
-        from simconform.trajectory import load_trajectory
-        from simconform.world import load_world
 
-        wpath, tpath = Path(manifest["world"]), Path(manifest["trajectory"])
-        for p, key in ((wpath, "world_sha256"), (tpath, "trajectory_sha256")):
-            if not p.is_file() or sha256(p) != manifest[key]:
-                raise FileNotFoundError(f"{p} is missing or changed since the run")
-        self.world = load_world(wpath)
-        self.motion = load_trajectory(tpath, self.world)
+        self.world, self.motion = run_inputs(manifest)
         self.scene = Scene(self.world)
         self.spec: LidarSpec = spec.sensors[sensor]
         s = self.spec
@@ -603,13 +622,24 @@ class LidarTruthDiff:
 
 
 class CameraTruthDiff:
-    def __init__(self, psnr_min: float) -> None:
+    """PSNR/SSIM per frame and z-depth differences. With `gazebo` = (side, model) one side is
+    Gazebo's camera, which writes sRGB of ogre2's PBS shading while the other engines write
+    linear Lambert: raw PSNR then measures the colour models, so it is informational, and the
+    camera is judged by geometry (depth, and edge agreement) and by the PSNR of the Gazebo
+    frame against the reference re-rendered in Gazebo's colour model at the same stamp."""
+
+    def __init__(
+        self, psnr_min: float, gazebo: tuple[int, GazeboCameraModel | None] | None = None
+    ) -> None:
         self.psnr_min = psnr_min
         self.psnr: list[float] = []
         self.ssim: list[float] = []
         self.worst: tuple[float, int, np.ndarray, np.ndarray] | None = None
         self.depth = Moments()
         self.depth_pixels = self.depth_agree = 0
+        self.gazebo = gazebo
+        self.psnr_model: list[float] = []
+        self.edges: list[dict] = []
 
     def add_image(self, t_ns: int, a: np.ndarray, b: np.ndarray) -> None:
         if a.shape != b.shape:
@@ -619,6 +649,17 @@ class CameraTruthDiff:
         self.ssim.append(ssim(a, b))
         if self.worst is None or p < self.worst[0]:
             self.worst = (p, t_ns, a, b)
+        if self.gazebo is not None:
+            side, model = self.gazebo
+            gz, other = (a, b) if side == 0 else (b, a)
+            if model is not None:
+                other = model.image(t_ns)
+            else:  # no model: both sides linear, the reference's Lambert as it is
+                from simconform.adapters.shading import srgb8_to_linear
+
+                gz = np.floor(srgb8_to_linear(gz) * 255.0 + 0.5)
+            self.psnr_model.append(psnr(gz, other))
+            self.edges.append(edge_agreement(gz, other))
 
     def add_depth(self, a: np.ndarray, b: np.ndarray) -> None:
         if a.shape != b.shape:
@@ -644,6 +685,8 @@ class CameraTruthDiff:
             "ssim_mean": informational(np.mean(self.ssim), "1", n),
             "ssim_min": informational(np.min(self.ssim), "1", n),
         }
+        if self.gazebo is not None:
+            out.update(self._gazebo_metrics(mean, n, extra))
         if self.depth_pixels:
             dm = self.depth
             out["depth_finite_agreement"] = informational(
@@ -653,6 +696,62 @@ class CameraTruthDiff:
             out["depth_diff_std"] = informational(dm.std, "m", dm.n)
             out["depth_diff_maxabs"] = informational(dm.maxabs if dm.n else math.nan, "m", dm.n)
         return out
+
+    def _gazebo_metrics(self, raw_mean: float, n: int, extra: dict) -> dict[str, dict]:
+        modelled = self.gazebo[1] is not None
+        against = (
+            "the reference re-rendered in Gazebo's colour model (sRGB of ogre2 PBS shading, "
+            "adapters/shading.py) at the same stamp"
+            if modelled
+            else "the other side, after sRGB -> linear on the gazebo side (no colour model: "
+            "the world or trajectory file was not found unchanged)"
+        )
+        pm = np.array(self.psnr_model)
+        fin = pm[np.isfinite(pm)]
+        total = sum(x["a"] + x["b"] for x in self.edges)
+        dice = 2.0 * sum(x["both"] for x in self.edges) / total if total else 1.0
+        offset = sum(x["dist_sum"] for x in self.edges) / total if total else 0.0
+        edges = (
+            f"edge pixels (Sobel magnitude of a luminance step >= {EDGE_STEP:g} grey levels) of "
+            f"the Gazebo frame and of {against}"
+        )
+        return {
+            "psnr_mean": informational(
+                raw_mean,
+                "dB",
+                n,
+                **extra,
+                reason="raw: Gazebo writes sRGB of ogre2 PBS shading, the other linear "
+                "Lambert; judged by psnr_model_mean and edge_agreement",
+                note=f"raw PSNR of different colour models; psnr_model_mean compares with "
+                f"{against}",
+            ),
+            "psnr_model_mean": gated(
+                float(fin.mean()) if fin.size else math.inf,
+                (self.psnr_min, math.inf),
+                "dB",
+                n,
+                frames=n,
+                identical_frames=int(pm.size - fin.size),
+                note=f"PSNR of the Gazebo frame against {against}",
+            ),
+            "psnr_model_min": informational(pm.min(), "dB", n),
+            "edge_agreement": gated(
+                dice,
+                (EDGE_AGREEMENT_MIN, 1.0),
+                "1",
+                total,
+                note=f"Dice 2|A&B|/(|A|+|B|) of the {edges}: 1 for the same geometry, about "
+                "0.5 on edges crossed by a one-pixel shift",
+            ),
+            "edge_offset_mean": informational(
+                offset,
+                "px",
+                total,
+                reason=f"edge pixel to nearest edge, both ways, capped at {EDGE_CAP_PX:g} px",
+                note=f"mean distance between the {edges}",
+            ),
+        }
 
 
 class VectorTruthDiff:
@@ -705,6 +804,52 @@ class VectorTruthDiff:
         return out
 
 
+def _gazebo_explainer(name: str, s: LidarSpec, manifests: tuple[dict, dict], notes: list):
+    """An explainer (simconform/explain/lidar.py) when exactly one side is a gazebo run."""
+    gz = [i for i, m in enumerate(manifests) if m.get("backend") == "gazebo"]
+    if len(gz) != 1:
+        return None
+    side = gz[0]
+    if s.shutter == "rolling":
+        notes.append(
+            f"{name}: the spec's lidar has a rolling shutter, but Gazebo's gpu_lidar renders a "
+            "whole sweep at one instant (global shutter): the raw lidar difference includes up "
+            "to one sweep of the vehicle's motion. The engine model casts the reference with "
+            "the engine's global shutter."
+        )
+    from simconform.explain.lidar import GazeboLidarExplainer
+
+    try:
+        ex = GazeboLidarExplainer(manifests[side], s)
+    except (OSError, UserError, ValueError, KeyError, TypeError) as exc:
+        notes.append(f"{name}: the Gazebo lidar model was not applied: {exc}")
+        return None
+    ex.side = side
+    return ex
+
+
+def _explained_metrics(rep: dict) -> dict[str, dict]:
+    """The engine model's verdict lines: its agreement is gated at its target; the rest say
+    what the model predicted for the raw difference and what it leaves unexplained."""
+    if not rep["rays"]:
+        return {}
+    n = rep["rays"]
+    out = {
+        "engine_model_agreement": gated(
+            rep["within_tolerance_of_model"],
+            (rep["model_target"], 1.0),
+            "1",
+            n,
+            tolerance_m=rep["tolerance_m"],
+        ),
+        "engine_model_anomalies": informational(len(rep["anomalies"]), "1", n),
+        "engine_model_unexplained": informational(rep["unexplained_outside_anomalies"] / n, "1", n),
+    }
+    for key, value in rep["predicted"].items():
+        out[f"predicted_{key}"] = informational(value, "1" if "agreement" in key else "m", n)
+    return out
+
+
 def compare_truth(
     cfg: CompareConfig, spec: Spec, origin: Origin, manifests: tuple[dict, dict], notes: list
 ):
@@ -723,8 +868,9 @@ def compare_truth(
             if labels is not None:
                 labels_note = None
             diffs[name] = LidarTruthDiff(s, cfg.range_tolerance, cfg.hit_agreement_min, labels)
+            diffs[name].explainer = _gazebo_explainer(name, s, manifests, notes)
         elif isinstance(s, CameraSpec):
-            diffs[name] = CameraTruthDiff(cfg.psnr_min)
+            diffs[name] = CameraTruthDiff(cfg.psnr_min, gazebo_camera(name, spec, manifests, notes))
         else:
             diffs[name] = VectorTruthDiff(s, origin)
     if labels_note:
@@ -746,6 +892,9 @@ def compare_truth(
                 acc.add_image(st, va, vb)
             else:
                 acc.add(st, va, vb)
+            explainer = getattr(acc, "explainer", None)
+            if explainer is not None:
+                explainer.add(st, *((vb, va) if explainer.side == 1 else (va, vb)))
         except ValueError as exc:
             raise UserError(
                 Path(cfg.run_b) / "bag", spec.data_topics(sensor)[1], st, str(exc)
@@ -761,6 +910,9 @@ def compare_truth(
                 "(left out of the comparison)"
             )
     truth = {n: d.metrics() for n, d in diffs.items()}
+    for n, d in diffs.items():
+        if getattr(d, "explainer", None) is not None:
+            truth[n].update(_explained_metrics(d.explainer.report()))
     breakdown = {n: d.breakdown() for n, d in diffs.items() if isinstance(d, LidarTruthDiff)}
     breakdown = {n: b for n, b in breakdown.items() if b}
     return truth, captures, breakdown, diffs
@@ -1163,6 +1315,14 @@ def compare_runs(cfg: CompareConfig) -> Comparison:
         "truth differs, and where it does not the two-sample tests and equivalence checks pass "
         "trivially. The truth-vs-truth section is the informative one."
     )
+    noise = (ma.get("noise", "pipeline"), mb.get("noise", "pipeline"))
+    if noise[0] != noise[1]:
+        notes.append(
+            f"run A's noise came from the {noise[0]}, run B's from the {noise[1]} "
+            "(`--noise`): engine truth is noiseless in both and compares as usual, but the "
+            "published errors compare two different noise generators, not one pipeline on two "
+            "engines"
+        )
     for side, m in (("A", ma), ("B", mb)):
         if not m.get("complete", False):
             notes.append(f"run {side} is incomplete; compared over the captures both recorded")
@@ -1194,6 +1354,11 @@ def compare_runs(cfg: CompareConfig) -> Comparison:
         "truth": truth,
         "published": published,
         "breakdown": breakdown,
+        "explained": {
+            n: d.explainer.report()
+            for n, d in diffs.items()
+            if getattr(d, "explainer", None) is not None
+        },
         "notes": notes,
         "verdict": overall([truth, published]),
     }

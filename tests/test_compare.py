@@ -147,6 +147,8 @@ def _sigma(d: dict) -> None:
         (_sigma, "spec_content.sensors.lidar.noise.range.sigma"),
         (lambda d: d["world_content"]["origin"].update(lat=1.0), "world_content.origin.lat"),
         (lambda d: d.update(trajectory_sha256="0" * 64), "trajectory_sha256"),
+        (lambda d: d.update(interpolation="linear"), "interpolation"),
+        (lambda d: d.pop("interpolation"), "interpolation"),  # older runs: linear
         (lambda d: d.update(end_ns=d["end_ns"] - 1), "end_ns"),
     ],
 )

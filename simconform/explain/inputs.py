@@ -1,0 +1,27 @@
+"""Reopen a recorded run's world and trajectory, to re-cast or re-render what an engine saw.
+
+The run folder records the input files' paths and SHA-256; an explanation cast on changed
+inputs would explain nothing, so a missing or changed file is refused (FileNotFoundError, which
+compare turns into a note and skips the explanation).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from simconform.trajectory import Trajectory
+from simconform.world import World
+
+
+def run_inputs(manifest: dict) -> tuple[World, Trajectory]:
+    """The run's world and its trajectory, interpolated as the run interpolated it."""
+    from simconform.run import sha256
+    from simconform.trajectory import load_trajectory, run_interpolation
+    from simconform.world import load_world
+
+    wpath, tpath = Path(manifest["world"]), Path(manifest["trajectory"])
+    for p, key in ((wpath, "world_sha256"), (tpath, "trajectory_sha256")):
+        if not p.is_file() or sha256(p) != manifest[key]:
+            raise FileNotFoundError(f"{p} is missing or changed since the run")
+    world = load_world(wpath)
+    return world, load_trajectory(tpath, world, run_interpolation(manifest))
