@@ -18,8 +18,18 @@ BACKENDS: dict[str, str] = {
 }
 
 
-def get_backend(name: str):
+EMULATE = ("gazebo",)  # engines the reference backend can render as (`--emulate`)
+
+
+def get_backend(name: str, emulate: str | None = None):
+    """A new, unopened backend; `emulate` (reference only) renders as that engine does."""
     if name not in BACKENDS:
         raise UserError(None, "--backend", name, f"expected one of {', '.join(sorted(BACKENDS))}")
+    if emulate is not None and (name != "reference" or emulate not in EMULATE):
+        allowed = ", ".join(EMULATE)
+        raise UserError(
+            None, "--emulate", emulate, f"expected {allowed}, with --backend reference only"
+        )
     module, cls = BACKENDS[name].split(":")
-    return getattr(import_module(module), cls)()
+    backend_cls = getattr(import_module(module), cls)
+    return backend_cls(emulate=emulate) if emulate is not None else backend_cls()

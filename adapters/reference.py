@@ -22,6 +22,7 @@ from simconform.adapters.base import (
     TruthSample,
 )
 from simconform.adapters.kinematics import rates
+from simconform.adapters.shading import gazebo_pixels, gazebo_unseen
 from simconform.adapters.sweep import lidar_sweep
 from simconform.frames import Pose
 from simconform.spec import (
@@ -38,6 +39,16 @@ from simconform.world import World
 
 class ReferenceBackend(SensorBackend):
     name = "reference"
+    # None: the exact reference. "gazebo": the sensors as Gazebo Harmonic renders them, on the
+    # same exact geometry: gpu_lidar's texel-centre rays and global shutter, ranges published
+    # along the nominal rays, intensity the visual's laser_retro (adapters/gazebo/gpu_rays.py);
+    # the camera's sRGB PBS colours (adapters/shading.py)
+    emulate: str | None = None
+
+    def __init__(self, emulate: str | None = None) -> None:
+        if emulate not in (None, "gazebo"):
+            raise ValueError(f"emulate must be None or 'gazebo', got {emulate!r}")
+        self.emulate = emulate
 
     def open(self, world: World, spec: Spec) -> None:
         from simconform.adapters.raycast import Scene
@@ -58,6 +69,7 @@ class ReferenceBackend(SensorBackend):
             if isinstance(s, CameraSpec)
         }
         self._reflectivity = np.array([o.reflectivity for o in world.objects] + [0.0])
+        self._gpu_rays: dict = {}  # emulate="gazebo": per lidar, built at its first sweep
         self._albedo = np.array([o.color for o in world.objects] + [world.sky_color])
         self._albedo255 = (self._albedo * 255).astype(np.float32)
         light = np.asarray(world.light.direction, dtype=float)
@@ -90,6 +102,9 @@ class ReferenceBackend(SensorBackend):
         return super().capture_batch(sensor, times_ns, motion)
 
     def _lidar(self, name: str, s: LidarSpec, t_ns: int, motion: Motion) -> LidarTruth:
+        if self.emulate == "gazebo":
+            return self._gpu_lidar(name, s, t_ns, motion)
+
         def cast(origins, d_world, max_range):
             rings, cols = d_world.shape[:2]
             o = np.broadcast_to(origins[None, :, :], (rings, cols, 3)).reshape(-1, 3)
@@ -104,6 +119,25 @@ class ReferenceBackend(SensorBackend):
             s, self.mounts[name], self._dirs[name], t_ns, motion, cast, self._reflectivity
         )
 
+    def _gpu_lidar(self, name: str, s: LidarSpec, t_ns: int, motion: Motion) -> LidarTruth:
+        """What Gazebo's gpu_lidar returns on this geometry (see `emulate`)."""
+        from simconform.adapters.gazebo import gpu_rays
+
+        if name not in self._gpu_rays:
+            self._gpu_rays[name] = gpu_rays.texel_directions(s)
+        r, _cos, index = gpu_rays.emulate_sweep(
+            self.scene, s, self.mounts[name], self._gpu_rays[name], t_ns, motion
+        )
+        nominal = self._dirs[name]
+        ok = np.isfinite(r)
+        return LidarTruth(
+            points=nominal * r[..., None],
+            directions=nominal,
+            ranges=r,
+            intensity=np.where(ok, self._reflectivity[index], 0.0).astype(np.float32),
+            t_offset=np.zeros(r.shape, dtype=np.float32),
+        )
+
     def _imu(self, name: str, s: ImuSpec, t_ns: np.ndarray, motion: Motion) -> list[ImuTruth]:
         r = rates(motion, t_ns, round(1e9 / s.rate_hz), self.mounts[name])
         gravity = np.array([0.0, 0.0, -s.gravity])
@@ -113,7 +147,8 @@ class ReferenceBackend(SensorBackend):
         return [ImuTruth(accel=a, gyro=g, orientation=q) for a, g, q in zip(specific, gyro, quat)]
 
     def _camera(self, name: str, s: CameraSpec, t_ns: int, motion: Motion) -> CameraTruth:
-        """One ray per pixel; Lambertian shading from one directional light plus ambient.
+        """One ray per pixel; Lambertian shading from one directional light plus ambient (or,
+        with emulate="gazebo", Gazebo's sRGB PBS shading: adapters/shading.py).
 
         Rendered in horizontal bands so memory stays bounded at any resolution; with a rolling
         shutter every row has its own pose. No shadows or reflections (documented).
@@ -137,12 +172,22 @@ class ReferenceBackend(SensorBackend):
                 origin = np.repeat(poses.t[r0:r1], w, axis=0)
                 d = np.einsum("rij,rcj->rci", rot[r0:r1], rays[r0:r1]).reshape(-1, 3)
             hits = self.scene.cast(origin, d)
-            lit = hits.normal.astype(np.float32) @ self._to_light  # NaN on a miss
-            shade = light.ambient + light.diffuse * np.maximum(lit, 0.0)  # NaN stays NaN
-            shade = np.where(hits.index >= 0, np.minimum(shade, 1.0), 1.0).astype(np.float32)
-            colour = self._albedo255[hits.index] * shade[:, None]
-            colour += 0.5
-            image[r0:r1] = colour.astype(np.uint8).reshape(r1 - r0, w, 3)
+            if self.emulate == "gazebo":  # sRGB of ogre2's PBS shading (adapters/shading.py)
+                z = hits.dist * rays[r0:r1, :, 0].reshape(-1)
+                unseen = gazebo_unseen(self.world, hits.index, origin, d, hits.dist, z)
+                hits.index[unseen], hits.dist[unseen] = -1, np.inf
+                px = gazebo_pixels(
+                    self._albedo, hits.index, hits.normal, d, self._to_light,
+                    light.ambient, light.diffuse,
+                )  # fmt: skip
+                image[r0:r1] = px.reshape(r1 - r0, w, 3)
+            else:
+                lit = hits.normal.astype(np.float32) @ self._to_light  # NaN on a miss
+                shade = light.ambient + light.diffuse * np.maximum(lit, 0.0)  # NaN stays NaN
+                shade = np.where(hits.index >= 0, np.minimum(shade, 1.0), 1.0).astype(np.float32)
+                colour = self._albedo255[hits.index] * shade[:, None]
+                colour += 0.5
+                image[r0:r1] = colour.astype(np.uint8).reshape(r1 - r0, w, 3)
             if depth is not None:
                 # z-depth: the ray's component along the optical axis (body x) is frame-free
                 depth[r0:r1] = hits.dist.reshape(r1 - r0, w) * rays[r0:r1, :, 0]

@@ -1,7 +1,8 @@
 """The `simconform` command line.
 
 Exit codes: 0 every metric passes, 1 any metric fails or is inconclusive, 2 bad input (one
-message, no traceback, nothing written), 130/143 when a run was interrupted (after its partial
+message, no traceback, nothing written), 3 the engine failed mid-run (the run folder keeps what
+was recorded and the engine's log), 130/143 when a run was interrupted (after its partial
 recording has been verified).
 """
 
@@ -40,8 +41,10 @@ def print_table(report: dict, console: Console | None = None) -> None:
     if console is None:
         console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
     r = report["run"]
-    title = f"simconform: {r['backend']} backend, seed {r['seed']}, {r['duration_s']:g} s" + (
-        "" if r["complete"] else "  [yellow](incomplete run)[/]"
+    title = (
+        f"simconform: {r['backend']} backend, seed {r['seed']}, {r['duration_s']:g} s"
+        + (", Gazebo's own <noise>" if r.get("noise") == "engine" else "")
+        + ("" if r["complete"] else "  [yellow](incomplete run)[/]")
     )
     table = Table(title=title, show_lines=False)
     for col in ("sensor", "metric", "configured", "measured", "CI", "tolerance", "verdict"):
@@ -73,12 +76,35 @@ def run(
         str, typer.Option(help="Simulator backend: reference, mujoco, gazebo.")
     ] = "reference",
     seed: Annotated[int, typer.Option(help="Seed of every sensor's error streams.")] = 1234,
+    noise: Annotated[
+        str,
+        typer.Option(
+            help="Who adds the spec's noise: pipeline (simconform, any backend) or engine "
+            "(Gazebo's own SDF <noise>, signed off against the spec; --backend gazebo only)."
+        ),
+    ] = "pipeline",
     out: Annotated[Path, typer.Option(help="Run folder to create.")] = Path("runs/demo"),
     duration: Annotated[
         float | None,
         typer.Option(help="Run only the first SECONDS of the trajectory.", metavar="SECONDS"),
     ] = None,
     storage: Annotated[str, typer.Option(help="Bag storage: mcap or sqlite3.")] = "mcap",
+    interpolation: Annotated[
+        str,
+        typer.Option(
+            help="Between the trajectory's poses: spline (C2: cubic spline and RotationSpline) "
+            "or linear (linear and SLERP, the old behaviour)."
+        ),
+    ] = "spline",
+    emulate: Annotated[
+        str | None,
+        typer.Option(
+            help="With --backend reference: render the lidar and camera as that engine does "
+            "(gazebo: gpu_lidar's cube-map texels and global shutter, ogre2's sRGB shading), "
+            "on the exact geometry.",
+            metavar="ENGINE",
+        ),
+    ] = None,
     force: Annotated[
         bool, typer.Option("--force", help="Replace an existing run in --out.")
     ] = False,
@@ -104,6 +130,8 @@ def run(
 
     if storage not in ("mcap", "sqlite3"):
         raise UserError(None, "--storage", storage, "expected mcap or sqlite3")
+    if interpolation not in ("spline", "linear"):
+        raise UserError(None, "--interpolation", interpolation, "expected spline or linear")
     if not 0.5 <= confidence < 1:
         raise UserError(None, "--confidence", confidence, "expected a level in [0.5, 1)")
     cfg = RunConfig(
@@ -112,9 +140,12 @@ def run(
         trajectory=trajectory or DEMO_TRAJECTORY,
         backend=backend,
         seed=seed,
+        noise=noise,
         out=out,
         duration=duration,
         storage=storage,
+        interpolation=interpolation,
+        emulate=emulate,
         force=force,
         jobs=max(0, min((os.cpu_count() or 1) - 1, 4)) if jobs is None else jobs,
     )
@@ -160,9 +191,13 @@ from simconform.adapters.gazebo.sdf import export_sdf_command  # noqa: E402
 
 app.command("export-sdf")(export_sdf_command)
 
+from simconform.adapters.gazebo.sdf_import import import_sdf_command  # noqa: E402
+
+app.command("import-sdf")(import_sdf_command)
+
 
 def main() -> None:
-    from simconform.adapters.base import BackendUnavailable
+    from simconform.adapters.base import BackendUnavailable, EngineError
 
     try:
         code = app(standalone_mode=False)  # click returns the Exit code in this mode
@@ -170,6 +205,10 @@ def main() -> None:
         one_line = " ".join(str(exc).split())
         print(f"simconform: error: {one_line}", file=sys.stderr)
         sys.exit(2)
+    except EngineError as exc:  # the run folder keeps what was recorded and the engine's log
+        one_line = " ".join(str(exc).split())
+        print(f"simconform: engine error: {one_line}", file=sys.stderr)
+        sys.exit(3)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except Exception as exc:  # usage errors of the click that typer bundles

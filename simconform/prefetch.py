@@ -18,7 +18,9 @@ _backend = None
 _trajectory = None
 
 
-def _init(backend: str, world: str, spec: str, trajectory: str) -> None:
+def _init(
+    backend: str, world: str, spec: str, trajectory: str, interpolation: str, emulate
+) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     global _backend, _trajectory
     from simconform.adapters import get_backend
@@ -27,8 +29,8 @@ def _init(backend: str, world: str, spec: str, trajectory: str) -> None:
     from simconform.world import load_world
 
     w = load_world(world)
-    _trajectory = load_trajectory(trajectory, w)
-    _backend = get_backend(backend)
+    _trajectory = load_trajectory(trajectory, w, interpolation)
+    _backend = get_backend(backend, emulate)
     _backend.open(w, load_spec(spec))
 
 
@@ -37,13 +39,15 @@ def _capture(sensor: str, times: np.ndarray) -> list:
 
 
 class CapturePool:
-    def __init__(self, jobs: int, backend: str, world, spec, trajectory) -> None:
+    def __init__(
+        self, jobs: int, backend: str, world, spec, trajectory, interpolation: str, emulate=None
+    ) -> None:
         ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
         self.pool = ProcessPoolExecutor(
             max_workers=jobs,
             mp_context=ctx,
             initializer=_init,
-            initargs=(backend, str(world), str(spec), str(trajectory)),
+            initargs=(backend, str(world), str(spec), str(trajectory), interpolation, emulate),
         )
 
     def submit(self, sensor: str, times: np.ndarray) -> Future:

@@ -49,7 +49,12 @@ from simconform.spec import (
     Spec,
     load_spec,
 )
-from simconform.trajectory import Trajectory, load_trajectory
+from simconform.trajectory import (
+    DEFAULT_INTERPOLATION,
+    Trajectory,
+    check_interpolation,
+    load_trajectory,
+)
 from simconform.world import World, load_world
 
 REPO = Path(__file__).resolve().parent.parent
@@ -73,6 +78,9 @@ class RunConfig:
     storage: str = "mcap"
     force: bool = False
     jobs: int = 0  # worker processes rendering lidar/camera ahead; 0 renders in-process
+    interpolation: str = DEFAULT_INTERPOLATION  # between the trajectory's poses: spline, linear
+    noise: str = "pipeline"  # "engine": the backend's own noise models (gazebo only)
+    emulate: str | None = None  # reference only: render as that engine does ("gazebo")
 
 
 @dataclass
@@ -96,7 +104,8 @@ class Inputs:
 def load_inputs(cfg: RunConfig) -> Inputs:
     world = load_world(cfg.world)
     spec = load_spec(cfg.spec)
-    traj = load_trajectory(cfg.trajectory, world)
+    check_interpolation(cfg.interpolation)
+    traj = load_trajectory(cfg.trajectory, world, cfg.interpolation)
     start, end = traj.start_ns, traj.end_ns
     span_s = (end - start) / 1e9
     if cfg.duration is not None:
@@ -315,10 +324,23 @@ class SensorRecorder:
 
 def run(cfg: RunConfig, progress: bool | None = None) -> RunResult:
     inp = load_inputs(cfg)
-    backend: SensorBackend = get_backend(cfg.backend)
+    if cfg.noise not in ("pipeline", "engine"):
+        raise UserError(None, "--noise", cfg.noise, "expected pipeline or engine")
+    backend: SensorBackend = get_backend(cfg.backend, cfg.emulate)
+    if cfg.noise == "engine":
+        if not backend.supports_engine_noise:
+            raise UserError(
+                None,
+                "--noise",
+                "engine",
+                f"the {cfg.backend} backend has no noise models of its own; only --backend "
+                "gazebo supports --noise engine (use --noise pipeline)",
+            )
+        backend.use_engine_noise(cfg.seed)
     backend.open(inp.world, inp.spec)  # BackendUnavailable surfaces before anything is written
     try:
         prepare_out(cfg.out, cfg.force)
+        backend.run_dir = cfg.out  # engines keep their logs in the run folder
         pool = None
         if (
             cfg.jobs > 0
@@ -327,9 +349,17 @@ def run(cfg: RunConfig, progress: bool | None = None) -> RunResult:
         ):
             from simconform.prefetch import CapturePool
 
-            pool = CapturePool(cfg.jobs, cfg.backend, cfg.world, cfg.spec, cfg.trajectory)
+            pool = CapturePool(
+                cfg.jobs,
+                cfg.backend,
+                cfg.world,
+                cfg.spec,
+                cfg.trajectory,
+                cfg.interpolation,
+                cfg.emulate,
+            )
         try:
-            return _record(cfg, inp, backend, progress, pool)
+            return _record(cfg, inp, backend, progress, pool, backend.engine_noise_plan())
         finally:
             if pool is not None:
                 pool.close()
@@ -337,13 +367,19 @@ def run(cfg: RunConfig, progress: bool | None = None) -> RunResult:
         backend.close()
 
 
-def _manifest(cfg: RunConfig, inp: Inputs) -> dict:
+def _manifest(cfg: RunConfig, inp: Inputs, engine_plan: dict | None = None) -> dict:
+    extra = {}
+    if cfg.noise == "engine":  # per sensor: what the engine applied, what simconform applied
+        extra["noise_stages"] = engine_plan or {}
     return {
         "simconform": __version__,
         "git_commit": git_commit(),
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "backend": cfg.backend,
         "seed": cfg.seed,
+        "noise": cfg.noise,
+        "emulate": cfg.emulate,
+        **extra,
         "storage": cfg.storage,
         "spec": str(cfg.spec),
         "world": str(cfg.world),
@@ -351,6 +387,7 @@ def _manifest(cfg: RunConfig, inp: Inputs) -> dict:
         "spec_sha256": sha256(Path(cfg.spec)),
         "world_sha256": sha256(Path(cfg.world)),
         "trajectory_sha256": sha256(Path(cfg.trajectory)),
+        "interpolation": cfg.interpolation,
         "start_ns": inp.start_ns,
         "end_ns": inp.end_ns,
         "tf_rate_hz": TF_RATE_HZ,
@@ -362,19 +399,27 @@ def _manifest(cfg: RunConfig, inp: Inputs) -> dict:
 
 
 def _record(
-    cfg: RunConfig, inp: Inputs, backend: SensorBackend, progress: bool | None, pool=None
+    cfg: RunConfig,
+    inp: Inputs,
+    backend: SensorBackend,
+    progress: bool | None,
+    pool=None,
+    engine_plan: dict | None = None,
 ) -> RunResult:
     out = cfg.out
     out.mkdir(parents=True)
     (out / "gt").mkdir()
-    manifest = _manifest(cfg, inp)
+    engine_plan = engine_plan or {}
+    manifest = _manifest(cfg, inp, engine_plan)
     write_json_atomic(out / "run.json", manifest)
 
     spec = inp.spec
     names = list(spec.sensors)
     bag = BagRecorder(out / "bag", cfg.storage)
     recorders = [SensorRecorder(n, spec, inp.world, bag, out / "gt") for n in names]
-    pipelines = [SensorPipeline(n, spec.sensors[n], cfg.seed) for n in names]
+    pipelines = [
+        SensorPipeline(n, spec.sensors[n], cfg.seed, engine_noise=n in engine_plan) for n in names
+    ]
     for rec in recorders:  # fixed connection order keeps the bag byte-identical
         for topic, kind in rec.topics():
             bag.connection(topic, kind)

@@ -14,14 +14,19 @@ How a run is driven (docs/gazebo.md says more, and what to expect):
   a wrench on every physics step from the drive table (drive.py) that this backend appends to
   ahead of each step request. The engine therefore integrates the trajectory's own motion and
   Gazebo's IMU reads real accelerations and rates, not a teleported body at rest.
-- Stepping: the union of all sensors' capture times is walked in order; to reach each one the
-  world advances with /world/<name>/control multi_step, then the backend waits for every
-  sensor due then to publish a message with that stamp, and for the driver's pose message
-  (the control service answers before the iterations run). The pose must be the trajectory's
+- Stepping: the union of all sensors' capture times is walked in order. The world advances
+  with /world/<name>/control multi_step, one request per BLOCK_NS (1 s) of events rather than
+  one per event; for each event the backend waits for every sensor due then to publish a
+  message with that stamp, and for the driver's pose message (the control service answers
+  before the iterations run). The pose must be the trajectory's
   (POSE_TOLERANCE): otherwise the drive system did not run and the run stops with the log.
   Odometry is that pose. `--jobs` is ignored (`prefetch = False`): worker processes would each
   start their own server and step the whole timeline.
 - gpu_lidar renders a whole sweep at once (global shutter).
+- `--noise engine` (`use_engine_noise`): the SDF carries the spec's noise as Gazebo <noise>
+  and a noiseless twin of each noisy sensor (sdf.py); capture() returns the twin's output as
+  truth with the noisy sensor's output of the same stamp in its `engine` field, and the server
+  is started with `--seed` (`gz_seed`) so gz-sensors' noise draws are seeded.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from scipy.spatial.transform import Rotation
 
 from simconform.adapters.base import (
     BackendUnavailable,
+    EngineError,
     Motion,
     OdomTruth,
     SensorBackend,
@@ -44,12 +50,14 @@ from simconform.adapters.base import (
 )
 from simconform.adapters.gazebo import decode, driver_system
 from simconform.adapters.gazebo.drive import drive_rows, rows_bytes, table_header
+from simconform.adapters.gazebo.noise import engine_noise_plan, engine_noise_values
 from simconform.adapters.gazebo.sdf import (
     PHYSICS_STEP_S,
     VEHICLE_INERTIA,
     VEHICLE_MASS,
     depth_topic,
     gz_topic,
+    twin_topic,
     write_sdf,
 )
 from simconform.adapters.gazebo.transport import GzSession, unavailable_message
@@ -62,6 +70,7 @@ NS = 1_000_000_000
 STEP_NS = round(PHYSICS_STEP_S * NS)
 POSE_TOLERANCE = (1e-3, 1e-3)  # m, rad: further off means the vehicle is not being driven
 TABLE_AHEAD_STEPS = 2_000  # rows appended past the next request, to write in blocks
+BLOCK_NS = NS  # simulation time per multi_step request (a round trip per block, not per event)
 
 # gz.msgs10 module and class per spec sensor type; the topic each is read from
 MSG_CLASSES = {
@@ -72,6 +81,11 @@ MSG_CLASSES = {
 }
 
 
+def gz_seed(seed: int) -> int:
+    """The run's seed as `gz sim --seed`: 1 .. 2^31 - 2 (gz-sim ignores 0, parses an int)."""
+    return seed % (2**31 - 2) + 1
+
+
 def sim_offset_ns(start_ns: int) -> int:
     """T0: one second before the trajectory's first whole second (see the module doc)."""
     return (start_ns // NS) * NS - NS
@@ -80,6 +94,17 @@ def sim_offset_ns(start_ns: int) -> int:
 class GazeboBackend(SensorBackend):
     name = "gazebo"
     prefetch = False  # one server steps one timeline; `--jobs` would start a server per worker
+    supports_engine_noise = True
+    engine_seed: int | None = None  # set by use_engine_noise: Gazebo applies the spec's noise
+
+    def use_engine_noise(self, seed: int) -> None:
+        self.engine_seed = seed
+
+    def engine_noise_plan(self) -> dict[str, dict]:
+        if self.engine_seed is None:
+            return {}
+        plan = engine_noise_plan(self.spec, self.world.origin)
+        return {n: p for n, p in plan.items() if n in self.truth_topics}
 
     def open(self, world: World, spec: Spec) -> None:
         msg = unavailable_message()
@@ -97,7 +122,9 @@ class GazeboBackend(SensorBackend):
         self.session: GzSession | None = None
         self._table = None
         try:
-            self.sdf_path = write_sdf(world, spec, self.tmp, driver=True)
+            self.sdf_path = write_sdf(
+                world, spec, self.tmp, driver=True, engine_noise=self.engine_seed is not None
+            )
             # the server's PythonSystemLoader imports the driver by name from its plugin path
             driver = self.tmp / f"{driver_system.MODULE_NAME}.py"
             shutil.copyfile(driver_system.__file__, driver)
@@ -105,6 +132,12 @@ class GazeboBackend(SensorBackend):
             self.close()  # no temp folder left behind
             raise
         self.topics = {n: gz_topic(n) for n, s in spec.sensors.items() if type(s) in MSG_CLASSES}
+        # --noise engine: the noiseless twin of each noisy sensor (its output is the truth)
+        self.truth_topics = {
+            n: twin_topic(n)
+            for n in self.topics
+            if self.engine_seed is not None and engine_noise_values(spec.sensors[n], world.origin)
+        }
         self.depth_topics = {
             n: depth_topic(n)
             for n, s in spec.sensors.items()
@@ -148,11 +181,16 @@ class GazeboBackend(SensorBackend):
             driver_system.TABLE_ENV: str(self._table_path),
             "GZ_SIM_SYSTEM_PLUGIN_PATH": plugin_path,
         }
-        self.session = GzSession(self.sdf_path, self.world.name, env)
+        seed = None if self.engine_seed is None else gz_seed(self.engine_seed)
+        self.session = GzSession(
+            self.sdf_path, self.world.name, env, seed=seed, log_path=self._keep_dir("server.log")
+        )
         for n, topic in self.topics.items():
             module, cls = MSG_CLASSES[type(self.spec.sensors[n])]
             msg_class = getattr(importlib.import_module(f"gz.msgs10.{module}"), cls)
             self.session.subscribe(topic, msg_class)
+            if n in self.truth_topics:
+                self.session.subscribe(self.truth_topics[n], msg_class)
         image = importlib.import_module("gz.msgs10.image_pb2").Image
         for topic in self.depth_topics.values():
             self.session.subscribe(topic, image)
@@ -189,7 +227,7 @@ class GazeboBackend(SensorBackend):
         dr = float((want.rot.inv() * Rotation.from_quat(quat)).magnitude())
         self.max_pose_error = (max(self.max_pose_error[0], dp), max(self.max_pose_error[1], dr))
         if dp > POSE_TOLERANCE[0] or dr > POSE_TOLERANCE[1]:
-            raise RuntimeError(
+            raise EngineError(
                 f"Gazebo's vehicle is {dp:.3g} m / {dr:.3g} rad off the trajectory at "
                 f"{e} ns: simconform's drive system is not moving it; see "
                 f"{self.session.log.name} for PythonSystemLoader errors"
@@ -197,25 +235,41 @@ class GazeboBackend(SensorBackend):
         if keep:  # an odometry capture reads it
             self._poses[e] = (xyz, quat)
 
+    def _request_block(self, first: int) -> None:
+        """Ask the server to run from the last requested step through the events of the next
+        BLOCK_NS of simulation time (or fewer), in one multi_step.
+
+        gz-sim's Sensors system copies the scene at each sensor's update time and renders it
+        while physics goes on; the next update waits for that render (Sensors::PostUpdate), so
+        one long request loses no frame and renders each at its own state. The drive table
+        is written for the whole block first."""
+        ev = self._events
+        end = int(np.searchsorted(ev, ev[first] + BLOCK_NS, side="right")) - 1
+        target = int(ev[max(end, first)]) - self.t0
+        self._extend_table(target // STEP_NS)
+        proof = (driver_system.POSE_TOPIC, int(ev[first]) - self.t0)  # published in the block
+        self.session.step((target - self.sim_ns) // STEP_NS, proof)
+        self.sim_ns = target
+
     def _advance(self, t_ns: int, motion: Motion) -> None:
-        """Walk the events up to and including t_ns: step to each, collect what it produced."""
+        """Walk the events up to and including t_ns: collect what each produced, requesting
+        the server's steps a block at a time (`_request_block`)."""
         if self.session is None:
             self._start(motion)
         ev = self._events
         while self._next < len(ev) and ev[self._next] <= t_ns:
             e = int(ev[self._next])
             target = e - self.t0
-            self._extend_table(target // STEP_NS)
-            self.session.step((target - self.sim_ns) // STEP_NS)
+            if target > self.sim_ns:
+                self._request_block(self._next)
             # stepping is asynchronous: the messages stamped `target` prove it has run
             odom = any(isinstance(self.spec.sensors[n], OdomSpec) for n in self._due[e])
             self._check_pose(e, self.session.wait_for(driver_system.POSE_TOPIC, target), odom)
+            # every message of the event, so none is in flight at the next block's request
             for n in self._due[e]:
-                if n in self.topics:
-                    self.session.wait_stamp(self.topics[n], target)
-                if n in self.depth_topics:
-                    self.session.wait_stamp(self.depth_topics[n], target)
-            self.sim_ns = target
+                for topics in (self.topics, self.truth_topics, self.depth_topics):
+                    if n in topics:
+                        self.session.wait_stamp(topics[n], target)
             self._next += 1
 
     # ------------------------------------------------------------------ capture
@@ -230,16 +284,36 @@ class GazeboBackend(SensorBackend):
             yaw = Pose.from_xyz_quat(xyz, quat).yaw()
             return OdomTruth(x=float(xyz[0]), y=float(xyz[1]), yaw=float(yaw))
         raw = self.session.wait_for(self.topics[sensor], t_ns - self.t0)
+        if sensor not in self.truth_topics:
+            return self._decode(sensor, raw, t_ns)
+        # --noise engine: truth from the noiseless twin, the noisy sensor's output beside it
+        truth = self._decode(
+            sensor, self.session.wait_for(self.truth_topics[sensor], t_ns - self.t0), t_ns
+        )
+        truth.engine = self._decode(sensor, raw, t_ns, depth=False)
+        return truth
+
+    def _decode(self, sensor: str, raw: bytes, t_ns: int, depth: bool = True) -> TruthSample:
+        s = self.spec.sensors[sensor]
         if isinstance(s, LidarSpec):
             return decode.laserscan_to_truth(raw)
         if isinstance(s, CameraSpec):
-            depth = None
-            if sensor in self.depth_topics:
-                depth = self.session.wait_for(self.depth_topics[sensor], t_ns - self.t0)
-            return decode.image_to_truth(raw, depth)
+            d = None
+            if depth and sensor in self.depth_topics:
+                d = self.session.wait_for(self.depth_topics[sensor], t_ns - self.t0)
+            return decode.image_to_truth(raw, d)
         if isinstance(s, ImuSpec):
             return decode.imu_to_truth(raw)
         return decode.navsat_to_truth(raw, self.world.origin)
+
+    def _keep_dir(self, name: str) -> Path | None:
+        """`run_dir`/gazebo/`name` (the SDF that was run is kept beside it), else None."""
+        if self.run_dir is None:
+            return None
+        keep = Path(self.run_dir) / "gazebo"
+        keep.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(self.sdf_path, keep / self.sdf_path.name)
+        return keep / name
 
     def close(self) -> None:
         session = getattr(self, "session", None)

@@ -26,6 +26,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from simconform.adapters.base import EngineError
+
 # gz.math7 and sdformat14 are imported inside the server: by the drive system and by gz-sim's
 # PythonSystemLoader, which loads it
 REQUIRED_MODULES = ("gz.sim8", "gz.transport13", "gz.msgs10", "gz.math7", "sdformat14")
@@ -78,8 +80,13 @@ class GzSession:
         world: str,
         env: dict[str, str] | None = None,
         timeout_s: float = 60.0,
+        seed: int | None = None,
+        log_path: Path | None = None,
     ) -> None:
-        """`env`: extra environment for the server (the driver's table and plugin path)."""
+        """`env`: extra environment for the server (the driver's table and plugin path);
+        `seed`: `gz sim --seed` (1 .. 2^31 - 1; gz-sim's ServerConfig::SetSeed calls
+        gz::math::Rand::Seed, the generator of every gz-sensors noise model); `log_path`: where
+        the server's output goes (default: next to the SDF)."""
         self.world = world
         self.timeout_s = timeout_s
         self.msgs = importlib.import_module("gz.msgs10")
@@ -91,10 +98,13 @@ class GzSession:
         self.partition = f"simconform_{os.getpid()}_{uuid.uuid4().hex[:8]}"
         os.environ["GZ_PARTITION"] = self.partition  # the node below reads it when created
         env = dict(os.environ, **(env or {}), GZ_PARTITION=self.partition)
-        self.log = open(sdf_path.with_suffix(".log"), "wb")  # noqa: SIM115 - closed in close()
+        log_path = log_path or sdf_path.with_suffix(".log")
+        self.log = open(log_path, "wb")  # noqa: SIM115 - closed in close()
         # -s server only, no -r: start paused, the backend steps it; --headless-rendering: EGL
         self.proc = subprocess.Popen(
-            ["gz", "sim", "-s", "--headless-rendering", "-v", "2", str(sdf_path)],
+            ["gz", "sim", "-s", "--headless-rendering", "-v", "2"]
+            + ([] if seed is None else ["--seed", str(int(seed))])
+            + [str(sdf_path)],
             env=env,
             stdout=self.log,
             stderr=subprocess.STDOUT,
@@ -103,7 +113,11 @@ class GzSession:
         self.node = Node()
         self._lock = threading.Condition()
         self._inbox: dict[str, dict[int, bytes]] = defaultdict(dict)
-        self._wait_ready()
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.close()  # no server left running; the log stays for the message to name
+            raise
 
     # ------------------------------------------------------------------ services
 
@@ -116,27 +130,38 @@ class GzSession:
         req = self._WorldControl(pause=True)
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"gz sim exited with {self.proc.returncode}; see {self.log.name}"
-                )
+                raise EngineError(f"gz sim exited with {self.proc.returncode}; see {self.log.name}")
             if self._request(f"/world/{self.world}/control", req, self._WorldControl, 1000):
                 return
             time.sleep(0.2)
-        raise RuntimeError(
-            f"gz sim did not answer within {self.timeout_s:g} s; see {self.log.name}"
-        )
+        raise EngineError(f"gz sim did not answer within {self.timeout_s:g} s; see {self.log.name}")
 
-    def step(self, n: int) -> None:
+    def step(self, n: int, proof: tuple[str, int] | None = None) -> None:
         """Ask the paused world to run n physics iterations and pause again.
 
         The service answers when the request is queued, not when the iterations are done:
         callers wait for a message stamped with the target time (`wait_stamp`) before they
-        write the drive table's next rows or read what the step produced."""
+        write the drive table's next rows or read what the step produced.
+
+        gz.transport13's Python `request` blocks holding the GIL, while a subscription
+        callback needs the GIL on the one reception thread that also delivers the service's
+        answer: a message arriving during a request delays the answer past the timeout
+        although the server got the request and runs it. So a request that seems refused is
+        checked against `proof`, a (topic, stamp) the steps must produce, before it fails."""
         if n <= 0:
             return
         req = self._WorldControl(pause=True, multi_step=int(n))
-        if not self._request(f"/world/{self.world}/control", req, self._WorldControl):
-            raise RuntimeError(f"/world/{self.world}/control refused multi_step {n}")
+        if self._request(f"/world/{self.world}/control", req, self._WorldControl):
+            return
+        if proof is not None:
+            try:
+                self.wait_stamp(*proof)
+                return  # it ran: only the answer was lost
+            except EngineError:
+                pass
+        raise EngineError(
+            f"/world/{self.world}/control refused multi_step {n}; see {self.log.name}"
+        )
 
     # ------------------------------------------------------------------ topics
 
@@ -151,7 +176,7 @@ class GzSession:
                 self._lock.notify_all()
 
         if not self.node.subscribe(msg_class, topic, callback):
-            raise RuntimeError(f"could not subscribe to {topic}")
+            raise EngineError(f"could not subscribe to {topic}")
 
     def wait_stamp(self, topic: str, stamp_ns: int, timeout_s: float = 30.0) -> None:
         """Block until a message stamped `stamp_ns` has arrived on `topic` (kept)."""
@@ -161,7 +186,7 @@ class GzSession:
                 left = deadline - time.monotonic()
                 if left <= 0 or self.proc.poll() is not None:
                     have = sorted(self._inbox[topic])[-3:]
-                    raise RuntimeError(
+                    raise EngineError(
                         f"no message stamped {stamp_ns} ns on {topic} within {timeout_s:g} s "
                         f"(latest stamps {have}); see {self.log.name}"
                     )
