@@ -30,6 +30,17 @@ def cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess
     )
 
 
+def bag_digest(run_dir: Path) -> str:
+    """SHA-256 over a run's bag files (names and bytes): byte-identical bags, same digest."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in sorted((run_dir / "bag").iterdir()):
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
 def write_yaml(path: Path, data) -> Path:
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -59,6 +70,7 @@ __all__ = [
     "DEMO_TRAJECTORY",
     "DEMO_WORLD",
     "REPO",
+    "bag_digest",
     "cli",
     "demo_spec",
     "demo_world",

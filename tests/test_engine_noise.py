@@ -18,10 +18,10 @@ import pytest
 from scipy.stats import chi2
 from test_gazebo import _check_schema, _sensors
 
-from conftest import cli, write_yaml
+from conftest import cli, demo_spec, write_yaml
 from simconform.adapters.base import ImuTruth
 from simconform.adapters.gazebo import noise as gznoise
-from simconform.adapters.gazebo import sdf, transport
+from simconform.adapters.gazebo import sdf
 from simconform.adapters.gazebo.backend import gz_seed
 from simconform.pipeline.chain import SensorPipeline
 from simconform.run import DEMO_SPEC, DEMO_WORLD
@@ -47,21 +47,11 @@ SHORT_SPEC = {
             "dropout": {"point": 0.05},
             "latency": {"fixed_ms": 50.0},
         },
-        "imu": {
-            "type": "imu",
-            "rate_hz": 100,
-            "mount": {"xyz": [0.0, 0.0, 0.5]},
-            "noise": {
-                "accel": {"bias": [0.05, -0.03, 0.02], "sigma": [0.02, 0.02, 0.02]},
-                "gyro": {"bias": [0.001, -0.002, 0.0005], "sigma": [0.002, 0.002, 0.002]},
-            },
-            "latency": {"fixed_ms": 2.0},
-        },
+        # the demo's IMU, and its GNSS without dropout or latency jitter
+        "imu": demo_spec()["sensors"]["imu"],
         "gnss": {
-            "type": "gnss",
-            "rate_hz": 10,
-            "mount": {"xyz": [-0.2, 0.0, 1.5]},
-            "noise": {"position": {"sigma": [0.5, 0.5, 1.0]}},
+            **demo_spec()["sensors"]["gnss"],
+            "dropout": {"sample": 0.0},
             "latency": {"fixed_ms": 100.0},
         },
     },
@@ -303,7 +293,6 @@ def engine_seed7(tmp_path_factory) -> tuple[Path, dict[str, np.ndarray]]:
 
 
 @pytest.mark.gazebo
-@pytest.mark.skipif(transport.unavailable_message() is not None, reason="no Gazebo Harmonic")
 def test_gazebo_noise_sigma_and_bias_as_declared(engine_seed7) -> None:
     """gz-sensors' white noise has the configured sigma (chi-square interval) on every axis;
     each IMU bias is +bias or -bias (GaussianNoiseModel::Load negates it with p = 0.5); the
@@ -357,20 +346,20 @@ def _repeated(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> tuple[float
 
 
 @pytest.mark.gazebo
-@pytest.mark.skipif(transport.unavailable_message() is not None, reason="no Gazebo Harmonic")
 def test_gazebo_noise_is_seeded_but_not_exactly_reproducible(engine_seed7, tmp_path) -> None:
     """`gz sim --seed` seeds gz::math::Rand, ONE generator shared by every sensor and thread
     (gpu_lidar draws in the rendering thread, IMU and NavSat in parallel PostUpdate systems).
     With the same seed, whole lidar sweeps and most IMU samples repeat exactly, impossible by
     chance; others come out entirely different, as the threads took their draws in another
-    order. (docs/gazebo.md gives the measured fractions; they vary from run to run.)"""
+    order. (docs/gazebo.md gives the measured fractions; they vary from run to run with the
+    machine's load, so only what chance cannot do is asserted: one whole sweep repeated, or a
+    twentieth of the IMU samples; with another seed both are ~0, the next test.)"""
     _run, a = engine_seed7
     lidar, imu = _repeated(a, _errors(_engine_run(tmp_path, 7)))
-    assert lidar > 0.1 and imu > 0.5, (lidar, imu)
+    assert lidar > 0 or imu > 0.05, (lidar, imu)
 
 
 @pytest.mark.gazebo
-@pytest.mark.skipif(transport.unavailable_message() is not None, reason="no Gazebo Harmonic")
 def test_gazebo_noise_differs_with_another_seed(engine_seed7, tmp_path) -> None:
     _run, a = engine_seed7
     b = _errors(_engine_run(tmp_path, 8))

@@ -6,9 +6,7 @@ angular rate and angular acceleration continuous), and leave the old mode untouc
 
 from __future__ import annotations
 
-import hashlib
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.spatial.transform import Rotation, Slerp
 
-from conftest import cli
+from conftest import bag_digest, cli
 from simconform.adapters.kinematics import rates
 from simconform.compare import check_comparable
 from simconform.errors import UserError
@@ -119,14 +117,6 @@ def test_the_continuity_check_sees_the_linear_corners() -> None:
     assert linear["pos_rate"] > 1.0 and linear["rot_rate"] > 1.0
     spline = _jumps(Trajectory(t, pos, rot))
     assert max(spline.values()) < 1e-3, spline
-
-
-def bag_digest(run_dir: Path) -> str:
-    h = hashlib.sha256()
-    for f in sorted((run_dir / "bag").iterdir()):
-        h.update(f.name.encode())
-        h.update(f.read_bytes())
-    return h.hexdigest()
 
 
 class _OldLinear(Trajectory):

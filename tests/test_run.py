@@ -3,7 +3,6 @@ independence, reports, exit codes and the interrupted run."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import signal
 import subprocess
@@ -16,7 +15,7 @@ import numpy as np
 import pytest
 from rosbags.highlevel import AnyReader
 
-from conftest import cli, demo_spec, write_yaml
+from conftest import bag_digest, cli, demo_spec, write_yaml
 from simconform.messages import TYPESTORE, cloud_arrays, stamp_ns
 from simconform.run import RunConfig, run
 from simconform.verify.verifier import verify_run
@@ -35,14 +34,6 @@ def read_bag(bag: Path) -> dict[str, list[tuple[int, object]]]:
         for conn, log_ns, raw in reader.messages():
             out.setdefault(conn.topic, []).append((log_ns, reader.deserialize(raw, conn.msgtype)))
     return out
-
-
-def bag_digest(run_dir: Path) -> str:
-    h = hashlib.sha256()
-    for f in sorted((run_dir / "bag").iterdir()):
-        h.update(f.name.encode())
-        h.update(f.read_bytes())
-    return h.hexdigest()
 
 
 def test_bag_layout_and_stamps(short_run: Path) -> None:
