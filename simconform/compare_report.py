@@ -13,6 +13,7 @@ from xml.etree import ElementTree as ET
 
 import numpy as np
 
+from simconform.explain.report import explained_markdown, explained_plot
 from simconform.verify.plots import MAX_HIST, _plt, interval_chart
 from simconform.verify.report import SYMBOL, fmt
 
@@ -203,69 +204,6 @@ def markdown(report: dict, plots: list[str]) -> str:
     return "\n".join(out) + "\n"
 
 
-EXPLAIN_LABELS = {
-    "model": "the engine model (texel-centre ray, global shutter) to within the tolerance",
-    "tessellation": "cylinder/sphere drawn as a 32-segment mesh: longer by at most the sagitta",
-    "grazing": "float32 rasterisation at grazing incidence",
-    "silhouette": "a neighbouring texel shows another object, and Gazebo returned what it sees",
-    "range_limit": "hit/no-hit flip within 1 cm of the range limits",
-    "unexplained": "none of the above",
-}
-
-
-def explained_markdown(sensor: str, ex: dict) -> list[str]:
-    """The Gazebo lidar explanation (simconform/explain/lidar.py): classes, anomalies, leftovers."""
-    pred = ex.get("predicted", {})
-    out = [
-        "",
-        f"## {sensor}: the difference explained by Gazebo's gpu_lidar model",
-        "",
-        f"Model: {ex['model']}. {ex['sweeps']} sweeps, {ex['rays']} rays; "
-        f"{fmt(100 * (ex['within_tolerance_of_model'] or 0))} % agree with the model to "
-        f"{fmt(1000 * ex['tolerance_m'])} mm (target {fmt(100 * ex['model_target'])} %); "
-        f"median |Gazebo - model| {fmt(ex['model_abs_diff_p50'])} m, p99 "
-        f"{fmt(ex['model_abs_diff_p99'])} m.",
-        "",
-    ]
-    if pred:
-        out += [
-            "Predicted by the model against run A's truth, next to what was measured above: "
-            + ", ".join(f"{k} {fmt(v)}" for k, v in pred.items())
-            + ".",
-            "",
-        ]
-    out += ["| class | rays | share | meaning |", "|---|---|---|---|"]
-    for c, n in ex["classes"].items():
-        out.append(f"| {c} | {n} | {fmt(ex['shares'][c])} | {EXPLAIN_LABELS.get(c, '')} |")
-    for a in ex["anomalies"]:
-        where = (
-            f"column {a['column']} (azimuth {fmt(a['azimuth_deg'])} deg)"
-            if "column" in a
-            else f"ring {a['ring']}"
-        )
-        out += [
-            "",
-            f"**Anomaly: {where}**: {a['unexplained']} of its {a['rays']} rays unexplained "
-            f"({fmt(100 * a['unexplained_share'])} %, against "
-            f"{fmt(100 * a['unexplained_share_all_rays'])} % over all rays).",
-        ]
-        if "hypothesis" in a:
-            out.append(
-                f"Hypothesis: {a['hypothesis']}. Casting that wrapped texel reproduces "
-                f"{fmt(100 * a['hypothesis_reproduced'])} % of the unexplained rays to 1 mm."
-            )
-    out += [
-        "",
-        f"Unexplained outside anomalies: {ex['unexplained_outside_anomalies']} rays. All "
-        "unexplained rays (anomalies included) by object: "
-        + (", ".join(f"{k} {v}" for k, v in ex["unexplained_by_object"].items()) or "none")
-        + f". They are counted by ring and column, and listed one by one (the first "
-        f"{len(ex['unexplained_rays'])}: time, ring, column, object, both ranges) in "
-        f"compare.json under explained.{sensor}.",
-    ]
-    return out
-
-
 def junit(report: dict) -> str:
     suites = ET.Element("testsuites", name="simconform.compare")
     groups: dict[tuple[str, str], list[dict]] = {}
@@ -436,6 +374,10 @@ def write_plots(out: Path, res: Comparison) -> list[Path]:
     for sensor, diff in res.truth_diffs.items():
         if isinstance(diff, LidarTruthDiff):
             paths.append(lidar_plot(out / f"{sensor}_disagreement.png", sensor, diff))
+            ex = getattr(diff, "explainer", None)
+            if ex is not None:
+                rep = res.report["explained"][sensor]
+                paths.append(explained_plot(out / f"{sensor}_explained.png", sensor, ex, rep))
         elif isinstance(diff, CameraTruthDiff):
             paths.append(camera_plot(out / f"{sensor}_worst_frame.png", sensor, diff))
     for sensor, fields in res.samples.items():

@@ -278,8 +278,10 @@ def _errors(run: Path) -> dict[str, np.ndarray]:
     }
 
 
-def _sigma_interval(x: np.ndarray, alpha: float = 1e-3) -> tuple[float, float]:
-    """Chi-square interval of the standard deviation of x (mean estimated)."""
+def _sigma_interval(x: np.ndarray, alpha: float = 1e-4) -> tuple[float, float]:
+    """Chi-square interval of the standard deviation of x (mean estimated). The default level
+    keeps the ten intervals of one test at 1e-3 family-wise (Bonferroni): a correct engine
+    fails CI by chance once in a thousand runs, not once in a hundred."""
     n, s = len(x), np.std(x, ddof=1)
     return s * np.sqrt((n - 1) / chi2.ppf(1 - alpha / 2, n - 1)), s * np.sqrt(
         (n - 1) / chi2.ppf(alpha / 2, n - 1)
@@ -329,38 +331,11 @@ def test_gazebo_noise_sigma_and_bias_as_declared(engine_seed7) -> None:
         assert report["sensors"]["imu"]["metrics"][f"accel_bias_{axis}"]["verdict"] != "fail"
 
 
-def _repeated(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> tuple[float, float]:
-    """Fractions of lidar sweeps and of IMU samples whose noise is identical in two runs (IMU:
-    up to a constant per axis, the bias sign drawn differently)."""
-    sweeps = SHORT_SPEC["sensors"]["lidar"]["columns"] * 16
-    la, lb = a["lidar"].reshape(-1, sweeps), b["lidar"].reshape(-1, sweeps)
-    same = []
-    for ra, rb in zip(la, lb):
-        f = np.isfinite(ra) & np.isfinite(rb)
-        same.append(f.any() and bool((np.abs(ra[f] - rb[f]) < 1e-5).all()))
-    d = a["imu"] - b["imu"]
-    c = np.median(d, axis=0)
-    for axis in range(6):  # 0 or +-2 bias: the same magnitude, a sign drawn per run
-        assert min(abs(c[axis]), abs(abs(c[axis]) - 2 * abs(IMU_BIAS[axis]))) < 1e-7
-    return float(np.mean(same)), float((np.abs(d - c) < 1e-7).all(axis=1).mean())
-
-
-@pytest.mark.gazebo
-def test_gazebo_noise_is_seeded_but_not_exactly_reproducible(engine_seed7, tmp_path) -> None:
-    """`gz sim --seed` seeds gz::math::Rand, ONE generator shared by every sensor and thread
-    (gpu_lidar draws in the rendering thread, IMU and NavSat in parallel PostUpdate systems).
-    With the same seed, whole lidar sweeps and most IMU samples repeat exactly, impossible by
-    chance; others come out entirely different, as the threads took their draws in another
-    order. (docs/gazebo.md gives the measured fractions; they vary from run to run with the
-    machine's load, so only what chance cannot do is asserted: one whole sweep repeated, or a
-    twentieth of the IMU samples; with another seed both are ~0, the next test.)"""
-    _run, a = engine_seed7
-    lidar, imu = _repeated(a, _errors(_engine_run(tmp_path, 7)))
-    assert lidar > 0 or imu > 0.05, (lidar, imu)
-
-
 @pytest.mark.gazebo
 def test_gazebo_noise_differs_with_another_seed(engine_seed7, tmp_path) -> None:
+    """`gz sim --seed` seeds gz::math::Rand: another seed shares no noise. (The same seed does
+    not reproduce it reliably: the one generator is shared by the render thread and parallel
+    systems, so how much repeats depends on thread timing, from none to all; docs/gazebo.md.)"""
     _run, a = engine_seed7
     b = _errors(_engine_run(tmp_path, 8))
     both = np.isfinite(a["lidar"]) & np.isfinite(b["lidar"])

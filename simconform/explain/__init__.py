@@ -3,5 +3,6 @@ what the model predicts, what it leaves, and which leftovers are anomalies (comp
 
 - `lidar`: Gazebo's gpu_lidar (cube-map texels, global shutter) and the classes of what is left;
 - `camera`: Gazebo's colour model and edge agreement of two images;
-- `inputs`: the recorded run's world and trajectory, refused when they changed.
+- `inputs`: the recorded run's world and trajectory, refused when they changed;
+- `report`: the explanation's section of compare.md and its plot.
 """

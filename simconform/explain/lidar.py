@@ -77,6 +77,7 @@ class GazeboLidarExplainer:
         self.col_unexplained = np.zeros(shape[1], np.int64)
         self.ring_rays = np.zeros(shape[0], np.int64)
         self.ring_unexplained = np.zeros(shape[0], np.int64)
+        self.unexplained_map = np.zeros(shape, np.int64)  # per ray, over all sweeps
         self.unexplained: list[tuple] = []  # (t_ns, ring, column, object, r_gz, r_model)
         self.by_object: dict[int, int] = {}
         self.model_abs: list[np.ndarray] = []
@@ -155,6 +156,7 @@ class GazeboLidarExplainer:
         self.ring_rays += r_gz.shape[1]
         self.col_unexplained += un.sum(axis=0)
         self.ring_unexplained += un.sum(axis=1)
+        self.unexplained_map += un
         for ring, col in zip(*np.nonzero(un)):
             o = int(idx[ring, col])
             self.by_object[o] = self.by_object.get(o, 0) + 1
