@@ -14,7 +14,7 @@ from xml.etree import ElementTree as ET
 import numpy as np
 
 from simconform.explain.report import explained_markdown, explained_plot
-from simconform.verify.plots import MAX_HIST, _plt, interval_chart
+from simconform.verify.plots import MAX_HIST, _plt, interval_chart, ray_map_figure
 from simconform.verify.report import SYMBOL, fmt
 
 if TYPE_CHECKING:
@@ -246,30 +246,11 @@ def lidar_plot(path: Path, sensor: str, diff) -> Path | None:
     if diff.captures == 0:
         return None
     plt = _plt()
-    rate = diff.disagree / diff.captures
-    rings, cols = rate.shape
-    fig, axes = plt.subplots(
-        1, 2, figsize=(13, 3.8), gridspec_kw={"width_ratios": [2.2, 1]}, squeeze=False
-    )
-    ax = axes[0, 0]
-    im = ax.imshow(
-        rate,
-        origin="lower",
-        aspect="auto",
-        cmap="magma",
-        vmin=0,
-        vmax=max(float(rate.max()), 1e-9),
-        extent=(0, 360, -0.5, rings - 0.5),
-        interpolation="nearest",
-    )
-    ax.set_xlabel(f"azimuth (deg, {cols} columns, counter-clockwise from x)")
-    ax.set_ylabel("ring (0 = lowest beam)")
-    ax.set_title(
+    fig, _map, ax = ray_map_figure(
+        diff.disagree / diff.captures,
         f"{sensor}: share of sweeps where A and B disagree "
-        f"(hit/no-hit, or |Δr| > {fmt(diff.tol)} m)"
+        f"(hit/no-hit, or |Δr| > {fmt(diff.tol)} m)",
     )
-    fig.colorbar(im, ax=ax, fraction=0.035)
-    ax = axes[0, 1]
     d = np.concatenate(diff.diffs) if diff.diffs else np.zeros(0)
     if d.size:
         if d.size > MAX_HIST:

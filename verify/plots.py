@@ -109,6 +109,32 @@ def _to_band(v: float, lo: float, c: float, hi: float) -> float:
     return (v - c) / (above if above > 0 else below)
 
 
+def ray_map_figure(rate: np.ndarray, title: str):
+    """A figure for a per-ray lidar rate: (fig, side axes); the left axes show `rate`
+    (rings x columns) over azimuth, ring 0 at the bottom, with its colour bar."""
+    plt = _plt()
+    rings, cols = rate.shape
+    fig, axes = plt.subplots(
+        1, 2, figsize=(13, 3.8), gridspec_kw={"width_ratios": [2.2, 1]}, squeeze=False
+    )
+    ax = axes[0, 0]
+    im = ax.imshow(
+        rate,
+        origin="lower",
+        aspect="auto",
+        cmap="magma",
+        vmin=0,
+        vmax=max(float(rate.max()), 1e-9),
+        extent=(0, 360, -0.5, rings - 0.5),
+        interpolation="nearest",
+    )
+    ax.set_xlabel(f"azimuth (deg, {cols} columns, counter-clockwise from x)")
+    ax.set_ylabel("ring (0 = lowest beam)")
+    ax.set_title(title)
+    fig.colorbar(im, ax=ax, fraction=0.035)
+    return fig, axes[0, 0], axes[0, 1]
+
+
 def triptych(path: Path, sensor: str, images: dict[str, np.ndarray]) -> Path:
     """Truth, published and their difference for one frame."""
     plt = _plt()

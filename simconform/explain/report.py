@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from simconform.verify.plots import _plt
+from simconform.verify.plots import _plt, ray_map_figure
 from simconform.verify.report import fmt
 
 EXPLAIN_LABELS = {
@@ -79,19 +79,8 @@ def explained_plot(path: Path, sensor: str, ex, report: dict) -> Path | None:
     plt = _plt()
     rate = ex.unexplained_map / ex.sweeps
     rings, cols = rate.shape
-    fig, axes = plt.subplots(
-        1, 2, figsize=(13, 3.8), gridspec_kw={"width_ratios": [2.2, 1]}, squeeze=False
-    )
-    ax = axes[0, 0]
-    im = ax.imshow(
-        rate,
-        origin="lower",
-        aspect="auto",
-        cmap="magma",
-        vmin=0,
-        vmax=max(float(rate.max()), 1e-9),
-        extent=(0, 360, -0.5, rings - 0.5),
-        interpolation="nearest",
+    fig, ax, side = ray_map_figure(
+        rate, f"{sensor}: share of sweeps a ray is unexplained by the engine model"
     )
     for a in report["anomalies"]:
         if "column" in a:
@@ -103,11 +92,7 @@ def explained_plot(path: Path, sensor: str, ex, report: dict) -> Path | None:
                 va="center",
                 arrowprops={"arrowstyle": "->", "color": "#ff7f6e"},
             )
-    ax.set_xlabel(f"azimuth (deg, {cols} columns, counter-clockwise from x)")
-    ax.set_ylabel("ring (0 = lowest beam)")
-    ax.set_title(f"{sensor}: share of sweeps a ray is unexplained by the engine model")
-    fig.colorbar(im, ax=ax, fraction=0.035)
-    ax = axes[0, 1]
+    ax = side
     names = list(report["shares"])
     shares = [max(report["shares"][n] or 0.0, 1e-7) for n in names]
     ax.barh(names, shares, color="#8fb8de")
