@@ -46,8 +46,10 @@ class ReferenceBackend(SensorBackend):
     emulate: str | None = None
 
     def __init__(self, emulate: str | None = None) -> None:
-        if emulate not in (None, "gazebo"):
-            raise ValueError(f"emulate must be None or 'gazebo', got {emulate!r}")
+        from simconform.adapters import EMULATE
+
+        if emulate not in (None, *EMULATE):
+            raise ValueError(f"emulate must be None or one of {EMULATE}, got {emulate!r}")
         self.emulate = emulate
 
     def open(self, world: World, spec: Spec) -> None:

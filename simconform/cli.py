@@ -130,8 +130,6 @@ def run(
 
     if storage not in ("mcap", "sqlite3"):
         raise UserError(None, "--storage", storage, "expected mcap or sqlite3")
-    if interpolation not in ("spline", "linear"):
-        raise UserError(None, "--interpolation", interpolation, "expected spline or linear")
     if not 0.5 <= confidence < 1:
         raise UserError(None, "--confidence", confidence, "expected a level in [0.5, 1)")
     cfg = RunConfig(

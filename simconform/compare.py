@@ -546,6 +546,8 @@ class LidarTruthDiff:
         self.objects: dict[int, np.ndarray] = {}  # index -> [rays, mismatch, beyond, both, sum d]
 
     def add(self, t_ns: int, pa: np.ndarray, pb: np.ndarray) -> None:
+        from simconform.verify.metrics import along_ray
+
         if pa.shape != pb.shape or pa.shape[:2] != self.nominal.shape[:2]:
             raise ValueError(
                 f"truth cloud shapes {pa.shape[:2]} / {pb.shape[:2]} do not match the spec's "
@@ -554,8 +556,7 @@ class LidarTruthDiff:
         fa, fb = np.isfinite(pa[..., 0]), np.isfinite(pb[..., 0])
         both = fa & fb
         delta = pb[both].astype(np.float64) - pa[both].astype(np.float64)
-        sign = np.sign(np.einsum("ij,ij->i", delta, self.nominal[both]))
-        d = np.linalg.norm(delta, axis=1) * np.where(sign == 0, 1.0, sign)
+        d = along_ray(delta, self.nominal[both])
         self.diffs.append(d)
         absd = np.zeros(fa.shape)
         absd[both] = np.abs(d)
@@ -806,10 +807,11 @@ class VectorTruthDiff:
 
 def _gazebo_explainer(name: str, s: LidarSpec, manifests: tuple[dict, dict], notes: list):
     """An explainer (simconform/explain/lidar.py) when exactly one side is a gazebo run."""
-    gz = [i for i, m in enumerate(manifests) if m.get("backend") == "gazebo"]
-    if len(gz) != 1:
+    from simconform.explain.inputs import gazebo_side
+
+    side = gazebo_side(manifests)
+    if side is None:
         return None
-    side = gz[0]
     if s.shutter == "rolling":
         notes.append(
             f"{name}: the spec's lidar has a rolling shutter, but Gazebo's gpu_lidar renders a "
@@ -820,12 +822,10 @@ def _gazebo_explainer(name: str, s: LidarSpec, manifests: tuple[dict, dict], not
     from simconform.explain.lidar import GazeboLidarExplainer
 
     try:
-        ex = GazeboLidarExplainer(manifests[side], s)
+        return GazeboLidarExplainer(manifests[side], s, side)
     except (OSError, UserError, ValueError, KeyError, TypeError) as exc:
         notes.append(f"{name}: the Gazebo lidar model was not applied: {exc}")
         return None
-    ex.side = side
-    return ex
 
 
 def _explained_metrics(rep: dict) -> dict[str, dict]:
@@ -894,7 +894,7 @@ def compare_truth(
                 acc.add(st, va, vb)
             explainer = getattr(acc, "explainer", None)
             if explainer is not None:
-                explainer.add(st, *((vb, va) if explainer.side == 1 else (va, vb)))
+                explainer.add(st, va, vb)
         except ValueError as exc:
             raise UserError(
                 Path(cfg.run_b) / "bag", spec.data_topics(sensor)[1], st, str(exc)
@@ -912,7 +912,8 @@ def compare_truth(
     truth = {n: d.metrics() for n, d in diffs.items()}
     for n, d in diffs.items():
         if getattr(d, "explainer", None) is not None:
-            truth[n].update(_explained_metrics(d.explainer.report()))
+            d.explained = d.explainer.report()  # once: compare.json and the plot read it too
+            truth[n].update(_explained_metrics(d.explained))
     breakdown = {n: d.breakdown() for n, d in diffs.items() if isinstance(d, LidarTruthDiff)}
     breakdown = {n: b for n, b in breakdown.items() if b}
     return truth, captures, breakdown, diffs
@@ -1354,11 +1355,7 @@ def compare_runs(cfg: CompareConfig) -> Comparison:
         "truth": truth,
         "published": published,
         "breakdown": breakdown,
-        "explained": {
-            n: d.explainer.report()
-            for n, d in diffs.items()
-            if getattr(d, "explainer", None) is not None
-        },
+        "explained": {n: d.explained for n, d in diffs.items() if hasattr(d, "explained")},
         "notes": notes,
         "verdict": overall([truth, published]),
     }

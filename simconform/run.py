@@ -367,10 +367,10 @@ def run(cfg: RunConfig, progress: bool | None = None) -> RunResult:
         backend.close()
 
 
-def _manifest(cfg: RunConfig, inp: Inputs, engine_plan: dict | None = None) -> dict:
+def _manifest(cfg: RunConfig, inp: Inputs, engine_plan: dict) -> dict:
     extra = {}
     if cfg.noise == "engine":  # per sensor: what the engine applied, what simconform applied
-        extra["noise_stages"] = engine_plan or {}
+        extra["noise_stages"] = engine_plan
     return {
         "simconform": __version__,
         "git_commit": git_commit(),

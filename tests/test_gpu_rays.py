@@ -132,3 +132,20 @@ def test_explainer_on_its_own_model_and_on_a_wrapped_column(short_run) -> None:
     assert cols == [45]
     assert bad["anomalies"][0]["hypothesis_reproduced"] == 1.0
     assert bad["unexplained_outside_anomalies"] == 0
+
+
+@pytest.mark.parametrize("side", [0, 1])
+def test_predicted_difference_is_b_minus_a_whichever_run_is_gazebo(short_run, side) -> None:
+    """The model's predicted range difference has compare's sign (B - A): with the other
+    engine 1 % farther than the model, it is negative when Gazebo is B, positive when A."""
+    from simconform.explain.lidar import GazeboLidarExplainer
+
+    manifest = json.loads((short_run / "run.json").read_text())
+    s = Spec.model_validate(manifest["spec_content"]).sensors["lidar"]
+    ex = GazeboLidarExplainer(manifest, s, side)
+    t = ex.motion.start_ns
+    r, _, _ = gpu_rays.emulate_sweep(ex.scene, s, ex.mount, ex.rays, t, ex.motion)
+    model, farther = r[..., None] * s.directions(), 1.01 * r[..., None] * s.directions()
+    ex.add(t, *((model, farther) if side == 0 else (farther, model)))
+    bias = ex.report()["predicted"]["range_diff_bias"]
+    assert (bias < 0) if side == 1 else (bias > 0), bias

@@ -73,6 +73,14 @@ def quantile_estimate(x: np.ndarray, q: float, level: float) -> stats.Estimate:
     return stats.Estimate(float(np.quantile(x, q)), (float(s[lo]), float(s[hi])), n, level)
 
 
+def along_ray(delta: np.ndarray, nominal: np.ndarray) -> np.ndarray:
+    """|delta| (N, 3) signed by its direction along the nominal rays (N, 3): positive when the
+    point lies farther along the ray. The lidar range error of the verifier, and the per-ray
+    difference compare uses between two engines (so both mean the same)."""
+    sign = np.sign(np.einsum("ij,ij->i", delta, nominal))
+    return np.linalg.norm(delta, axis=1) * np.where(sign == 0, 1.0, sign)
+
+
 class Accumulator:
     """Common part: capture stamps, publish delays, sample dropout, latency and rate."""
 
@@ -228,8 +236,7 @@ class LidarAccumulator(Accumulator):
         self.lost += int((tf & ~pf).sum())
         self.spurious += int((~tf & pf).sum())
         delta = pub[both].astype(np.float64) - truth[both].astype(np.float64)
-        sign = np.sign(np.einsum("ij,ij->i", delta, self.nominal[both]))
-        self.errors.append(np.linalg.norm(delta, axis=1) * np.where(sign == 0, 1.0, sign))
+        self.errors.append(along_ray(delta, self.nominal[both]))
 
     def field_metrics(self) -> dict[str, dict]:
         s = self.spec

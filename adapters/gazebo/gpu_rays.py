@@ -141,6 +141,14 @@ def texel_directions(s: LidarSpec, addressing: str = "clamp") -> GpuRays:
     return GpuRays(n, face, iu, iv, _cube_to_sensor(d), wrapped)
 
 
+def cast_from_sensor(scene, s: LidarSpec, mount, dirs: np.ndarray, t_ns: int, motion):
+    """Exact casts of sensor-frame directions (..., 3) from the sensor's pose at t_ns (one
+    instant) up to range.max: (adapters.raycast Hits, flat, and the world directions (N, 3))."""
+    pose = motion.pose_at(int(t_ns)).compose(mount)
+    d = pose.rot.apply(dirs.reshape(-1, 3))
+    return scene.cast(np.broadcast_to(pose.t, d.shape), d, 0.0, s.range.max), d
+
+
 def emulate_sweep(
     scene, s: LidarSpec, mount, rays: GpuRays, t_ns: int, motion
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -149,10 +157,7 @@ def emulate_sweep(
     its texel-centre direction, no return beyond range.max (the far clip) or below range.min.
     Returns (ranges, |cos incidence|, object index), each (rings, columns); ranges NaN and
     index -1 where there is no return. Gazebo publishes the ranges along the nominal rays."""
-    pose = motion.pose_at(int(t_ns)).compose(mount)
-    d = pose.rot.apply(rays.directions.reshape(-1, 3))
-    o = np.broadcast_to(pose.t, d.shape)
-    hits = scene.cast(o, d, 0.0, s.range.max)
+    hits, d = cast_from_sensor(scene, s, mount, rays.directions, t_ns, motion)
     shape = rays.directions.shape[:2]
     r = hits.dist.reshape(shape)
     ok = np.isfinite(r) & (r >= s.range.min) & (r <= s.range.max)

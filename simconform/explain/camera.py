@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from simconform.errors import UserError
-from simconform.explain.inputs import run_inputs
+from simconform.explain.inputs import gazebo_side, run_inputs
 from simconform.spec import Spec
 
 EDGE_STEP = 8.0  # grey levels: a luminance step at least this high makes edge pixels
@@ -76,17 +76,17 @@ def gazebo_camera(
     name: str, spec: Spec, manifests: tuple[dict, dict], notes: list
 ) -> tuple[int, GazeboCameraModel | None] | None:
     """(side of the gazebo run, its colour model or None) when exactly one side is gazebo."""
-    gz = [i for i, m in enumerate(manifests) if m.get("backend") == "gazebo"]
-    if len(gz) != 1:
+    side = gazebo_side(manifests)
+    if side is None:
         return None
     problem = None
     for m in manifests:  # A's input files, else B's (the same content: check_comparable)
         try:
-            return gz[0], GazeboCameraModel(m, spec, name)
+            return side, GazeboCameraModel(m, spec, name)
         except (OSError, UserError, ValueError, KeyError, TypeError) as exc:
             problem = exc
     notes.append(
         f"{name}: Gazebo's colour model not applied ({problem}); the colour is compared "
         "after sRGB -> linear on the gazebo side only"
     )
-    return gz[0], None
+    return side, None

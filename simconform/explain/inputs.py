@@ -13,6 +13,12 @@ from simconform.trajectory import Trajectory
 from simconform.world import World
 
 
+def gazebo_side(manifests: tuple[dict, dict]) -> int | None:
+    """Which run of a comparison is a gazebo run (0: A, 1: B), when exactly one is."""
+    gz = [i for i, m in enumerate(manifests) if m.get("backend") == "gazebo"]
+    return gz[0] if len(gz) == 1 else None
+
+
 def run_inputs(manifest: dict) -> tuple[World, Trajectory]:
     """The run's world and its trajectory, interpolated as the run interpolated it."""
     from simconform.run import sha256

@@ -47,9 +47,12 @@ CLASSES = ("model", "tessellation", "grazing", "silhouette", "range_limit", "une
 
 
 class GazeboLidarExplainer:
-    """Accumulates the classification of every ray of the gazebo side's paired sweeps."""
+    """Accumulates the classification of every ray of the gazebo side's paired sweeps.
 
-    def __init__(self, manifest: dict, spec: LidarSpec) -> None:
+    `manifest` is the gazebo run's run.json; `side` says which run of the comparison it is
+    (0: A, 1: B), so that the predicted difference is B - A as compare measures it."""
+
+    def __init__(self, manifest: dict, spec: LidarSpec, side: int = 1) -> None:
         from simconform.adapters.gazebo import gpu_rays
         from simconform.adapters.raycast import Scene
         from simconform.explain.inputs import run_inputs
@@ -71,13 +74,9 @@ class GazeboLidarExplainer:
         self.sagitta = np.array(
             [o.radius * sag[type(o)] if type(o) in sag else 0.0 for o in self.world.objects] + [0.0]
         )
-        shape = self.rays.face.shape
+        self.side = side
         self.counts = {c: 0 for c in CLASSES}
-        self.col_rays = np.zeros(shape[1], np.int64)
-        self.col_unexplained = np.zeros(shape[1], np.int64)
-        self.ring_rays = np.zeros(shape[0], np.int64)
-        self.ring_unexplained = np.zeros(shape[0], np.int64)
-        self.unexplained_map = np.zeros(shape, np.int64)  # per ray, over all sweeps
+        self.unexplained_map = np.zeros(self.rays.face.shape, np.int64)  # per ray, all sweeps
         self.unexplained: list[tuple] = []  # (t_ns, ring, column, object, r_gz, r_model)
         self.by_object: dict[int, int] = {}
         self.model_abs: list[np.ndarray] = []
@@ -87,7 +86,6 @@ class GazeboLidarExplainer:
         self.nominal = spec.directions()
         self.pred: list[np.ndarray] = []
         self.pred_rays = self.pred_agree = 0
-        self.side = 1  # which run of a comparison is the gazebo one (0: A, 1: B)
 
     def _neighbour_dirs(self) -> np.ndarray:
         """(4, rings, columns, 3) directions of the texel centres next to each ray's texel."""
@@ -101,22 +99,23 @@ class GazeboLidarExplainer:
         return np.stack(out)
 
     def _cast(self, t_ns: int, dirs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        pose = self.motion.pose_at(int(t_ns)).compose(self.mount)
-        d = pose.rot.apply(dirs.reshape(-1, 3))
-        hits = self.scene.cast(np.broadcast_to(pose.t, d.shape), d, 0.0, self.spec.range.max)
-        r = hits.dist.reshape(dirs.shape[:-1])
-        return r, hits.index.reshape(dirs.shape[:-1])
+        hits, _ = self.gpu_rays.cast_from_sensor(
+            self.scene, self.spec, self.mount, dirs, t_ns, self.motion
+        )
+        return hits.dist.reshape(dirs.shape[:-1]), hits.index.reshape(dirs.shape[:-1])
 
-    def add(self, t_ns: int, gz_points: np.ndarray, other_points: np.ndarray | None = None) -> None:
-        """One gazebo truth sweep (rings, columns, 3; NaN for no return) captured at t_ns, and
-        the other engine's sweep of the same capture (for the model's predicted difference)."""
+    def add(self, t_ns: int, pa: np.ndarray, pb: np.ndarray | None = None) -> None:
+        """The paired truth sweeps (rings, columns, 3; NaN for no return) of runs A and B
+        captured at t_ns; the gazebo one (`side`) is classified, the other gives the model's
+        predicted difference. With pb None, pa is the gazebo sweep alone."""
         s = self.spec
-        r_gz = np.linalg.norm(gz_points.astype(np.float64), axis=-1)
+        gz, other = (pa, pb) if pb is None or self.side == 0 else (pb, pa)
+        r_gz = np.linalg.norm(gz.astype(np.float64), axis=-1)
         r_em, cos_inc, idx = self.gpu_rays.emulate_sweep(
             self.scene, s, self.mount, self.rays, t_ns, self.motion
         )
-        if other_points is not None:
-            self._predict(r_em, other_points)
+        if pb is not None:
+            self._predict(r_em, other)
         fg, fe = np.isfinite(r_gz), np.isfinite(r_em)
         d = np.where(fg & fe, r_gz - r_em, 0.0)
         cls = np.full(r_gz.shape, "unexplained", dtype=object)
@@ -152,10 +151,6 @@ class GazeboLidarExplainer:
         for c in CLASSES:
             self.counts[c] += int((cls == c).sum())
         un = cls == "unexplained"
-        self.col_rays += r_gz.shape[0]
-        self.ring_rays += r_gz.shape[1]
-        self.col_unexplained += un.sum(axis=0)
-        self.ring_unexplained += un.sum(axis=1)
         self.unexplained_map += un
         for ring, col in zip(*np.nonzero(un)):
             o = int(idx[ring, col])
@@ -174,16 +169,17 @@ class GazeboLidarExplainer:
         self.sweeps += 1
 
     def _predict(self, r_em: np.ndarray, other: np.ndarray) -> None:
-        """The difference the model predicts between Gazebo and the other engine, measured as
-        compare's LidarTruthDiff measures the real one (signed along the nominal ray)."""
+        """The difference B - A the model predicts, with the model's points in place of
+        Gazebo's, measured as compare's LidarTruthDiff measures the real one."""
+        from simconform.verify.metrics import along_ray
+
         pts = r_em[..., None] * self.nominal
-        fa, fb = np.isfinite(other[..., 0]), np.isfinite(r_em)
-        both = fa & fb
-        delta = pts[both] - other[both].astype(np.float64)
-        sign = np.sign(np.einsum("ij,ij->i", delta, self.nominal[both]))
-        self.pred.append(np.linalg.norm(delta, axis=1) * np.where(sign == 0, 1.0, sign))
-        self.pred_rays += fa.size
-        self.pred_agree += int((fa == fb).sum())
+        fo, fm = np.isfinite(other[..., 0]), np.isfinite(r_em)
+        both = fo & fm
+        delta = pts[both] - other[both].astype(np.float64)  # Gazebo's side minus the other
+        self.pred.append(along_ray(delta if self.side == 1 else -delta, self.nominal[both]))
+        self.pred_rays += fo.size
+        self.pred_agree += int((fo == fm).sum())
 
     def _wrap_evidence(self, t_ns: int, r_gz: np.ndarray, cls: np.ndarray) -> None:
         """Cast the wrapped texel of every ray whose coordinate rounds to 1.0 (module doc)."""
@@ -202,14 +198,15 @@ class GazeboLidarExplainer:
         out = []
         wrapped_cols = set(np.nonzero(self.wrap.wrapped.any(axis=0))[0].tolist())
         overall = self.counts["unexplained"] / max(1, sum(self.counts.values()))
+        rings, cols = self.unexplained_map.shape
         for axis, rays, un in (
-            ("column", self.col_rays, self.col_unexplained),
-            ("ring", self.ring_rays, self.ring_unexplained),
+            ("column", self.sweeps * rings, self.unexplained_map.sum(axis=0)),
+            ("ring", self.sweeps * cols, self.unexplained_map.sum(axis=1)),
         ):
             share = un / np.maximum(rays, 1)
             hot = (share > ANOMALY_FACTOR * overall) & (un >= ANOMALY_MIN_RAYS)
             for i in np.nonzero(hot)[0]:
-                a = {axis: int(i), "rays": int(rays[i]), "unexplained": int(un[i])}
+                a = {axis: int(i), "rays": int(rays), "unexplained": int(un[i])}
                 a["unexplained_share"] = float(share[i])
                 a["unexplained_share_all_rays"] = overall
                 if axis == "column":
@@ -267,9 +264,9 @@ class GazeboLidarExplainer:
             "shares": share,
             "anomalies": anomalies,
             "unexplained_outside_anomalies": self.counts["unexplained"] - in_anomaly,
-            "unexplained_by_ring": self.ring_unexplained.tolist(),
+            "unexplained_by_ring": self.unexplained_map.sum(axis=1).tolist(),
             "unexplained_by_column": {
-                int(c): int(self.col_unexplained[c]) for c in np.nonzero(self.col_unexplained)[0]
+                int(c): int(n) for c, n in enumerate(self.unexplained_map.sum(axis=0)) if n
             },
             "unexplained_by_object": {
                 (self.names[o] if o >= 0 else "(no model return)"): n
