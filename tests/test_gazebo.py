@@ -595,3 +595,43 @@ def test_server_failure_keeps_the_log(tmp_path) -> None:
         transport.GzSession(sdf, "w", timeout_s=20, log_path=log)
     assert str(log) in str(err.value)
     assert log.is_file() and log.stat().st_size > 0
+
+
+@pytest.mark.gazebo
+def test_interrupted_gazebo_run_keeps_what_it_recorded(tmp_path) -> None:
+    """SIGTERM during a Gazebo run: exit 143, a readable bag verified up to the stop, run.json
+    incomplete, the server's log kept, and no gz server left running."""
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "simconform.cli", "run", "--backend", "gazebo",
+         "--spec", "sensors_spec/rover_core.yaml", "--duration", "30", "--out", str(out)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 180
+    gt = out / "gt" / "base_link.tum"  # its first buffer reaches the disk once poses flow
+    while not (gt.exists() and gt.stat().st_size > 0) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    manifest = json.loads((out / "run.json").read_text())
+    assert manifest["complete"] is False and manifest["stopped_by"] == "SIGTERM"
+    assert 0 < manifest["captures"]["imu"] < 3000
+    assert json.loads((out / "report" / "report.json").read_text())["run"]["complete"] is False
+    assert (out / "gazebo" / "server.log").is_file()
+    # the server ran in this run's own partition, GZ_PARTITION=simconform_<pid>_...
+    mark = f"GZ_PARTITION=simconform_{proc.pid}_".encode()
+    left = []
+    for env in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if mark in env.read_bytes():
+                left.append(env.parent.name)
+        except OSError:  # gone, or not ours to read
+            pass
+    assert not left, f"gz processes still running: {left}"
