@@ -8,7 +8,7 @@ placement must match `simconform.world` exactly:
 - mesh: an inline `<mesh>` asset from `World.mesh_triangles`, already in the map frame, so its
   geom sits at the identity pose.
 
-Known differences from the exact reference geometry (`simconform.adapters.raycast`):
+Known differences from the exact reference geometry (`simconform.raycast`):
 
 - MuJoCo planes are one-sided: a ray from below the plane (against its normal) misses it.
 - MuJoCo stores mesh vertices as float32, so mesh hits differ by ~1e-7 of the mesh size,

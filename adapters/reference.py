@@ -46,14 +46,14 @@ class ReferenceBackend(SensorBackend):
     emulate: str | None = None
 
     def __init__(self, emulate: str | None = None) -> None:
-        from simconform.adapters import EMULATE
+        from simconform.registry import EMULATE
 
         if emulate not in (None, *EMULATE):
-            raise ValueError(f"emulate must be None or one of {EMULATE}, got {emulate!r}")
+            raise ValueError(f"emulate must be None or one of {tuple(EMULATE)}, got {emulate!r}")
         self.emulate = emulate
 
     def open(self, world: World, spec: Spec) -> None:
-        from simconform.adapters.raycast import Scene
+        from simconform.raycast import Scene
 
         self.world = world
         self.spec = spec

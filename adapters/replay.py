@@ -52,7 +52,7 @@ from scipy.interpolate import CubicSpline
 from scipy.spatial import cKDTree
 from scipy.spatial.transform import Rotation, RotationSpline
 
-from simconform import __version__, messages
+from simconform import __version__
 from simconform.adapters.base import (
     BackendUnavailable,
     GnssTruth,
@@ -62,11 +62,15 @@ from simconform.adapters.base import (
     SensorBackend,
 )
 from simconform.adapters.reference import ReferenceBackend
+from simconform.bag import messages
+from simconform.bag.messages import TYPESTORE, cloud_arrays, stamp_ns
+from simconform.bag.writer import BagRecorder, TumWriter
 from simconform.errors import UserError
 from simconform.frames import Pose, wrap_angle
-from simconform.messages import TYPESTORE, cloud_arrays, stamp_ns
+from simconform.outdir import write_json_atomic
 from simconform.pipeline.noise import se2_increment
-from simconform.record import BagRecorder, TumWriter, write_json_atomic
+from simconform.progress import progress_bar
+from simconform.provenance import git_commit, sha256
 from simconform.replay_map import (
     POSE_TYPES,
     SENSOR_TYPES,
@@ -77,7 +81,6 @@ from simconform.replay_map import (
     check_against_spec,
     load_map,
 )
-from simconform.run import _progress, git_commit, sha256
 from simconform.spec import ImuSpec, LidarSpec, Spec, load_spec
 from simconform.world import World, load_world
 
@@ -1046,7 +1049,7 @@ def replay(cfg: ReplayConfig) -> ReplayResult:
 
 def _check_out(out: Path, force: bool) -> None:
     """run.prepare_out's rules, without deleting anything yet."""
-    from simconform.run import check_out
+    from simconform.outdir import check_out
 
     check_out(out, force)
 
@@ -1403,7 +1406,7 @@ class _Replay:
         static_msg = messages.transforms(static)
         bag.push("/tf_static", messages.TFMESSAGE, static_msg, min(start, first_log))
         tf_next = 0
-        bar = _progress(self.n_stream, None)
+        bar = progress_bar(self.n_stream, None)
         try:
             stream = self.src.messages(set(self.roles))
             for i, (topic, msgtype, log_ns, raw) in enumerate(stream, start=1):

@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 from simconform.campaign import run_campaign
-from simconform.run import DEMO_SPEC, DEMO_TRAJECTORY, DEMO_WORLD
+from simconform.demo import DEMO_SPEC, DEMO_TRAJECTORY, DEMO_WORLD
 
 
 def write_campaign(folder: Path, cells: int, duration: float) -> Path:

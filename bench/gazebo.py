@@ -26,7 +26,8 @@ import time
 from pathlib import Path
 
 from simconform.adapters.gazebo import backend as gz_backend
-from simconform.run import DEMO_SPEC, RunConfig, run
+from simconform.demo import DEMO_SPEC
+from simconform.run import RunConfig, run
 
 
 def one_run(spec: Path, duration: float, out: Path) -> tuple[float, float, float]:

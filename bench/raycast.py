@@ -24,7 +24,7 @@ import numpy as np  # noqa: E402
 from scipy.spatial.transform import Rotation  # noqa: E402
 
 from simconform.adapters.mjcf import world_to_mjcf  # noqa: E402
-from simconform.adapters.raycast import Scene  # noqa: E402
+from simconform.raycast import Scene  # noqa: E402
 from simconform.spec import LidarSpec, load_spec  # noqa: E402
 from simconform.world import load_world  # noqa: E402
 

@@ -50,7 +50,7 @@ DIR/cells/<id>/. The bytes are identical either way; only the input paths writte
 cell's run.json and report name the worker's scratch copies (cell.json names the driver's).
 
 Backends are shipped to workers by their registry entry ("module:Class"), so a backend that
-the driver registered at run time in ``simconform.adapters.BACKENDS`` (a plugin) runs in the
+the driver registered at run time in ``simconform.registry.BACKENDS`` (a plugin) runs in the
 workers too, provided its module is importable there. That is the only hook the tests use.
 """
 
@@ -80,7 +80,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import typer
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
@@ -207,7 +206,7 @@ class Plan:
     interpolation: str = "spline"
 
     def cells(self, out: Path) -> list[Cell]:
-        from simconform.adapters import BACKENDS
+        from simconform.registry import BACKENDS
 
         out = out.resolve()
         cells = []
@@ -270,8 +269,8 @@ def _sha(data: bytes) -> str:
 
 def load_campaign(path: str | Path) -> Plan:
     """Validate a campaign file and everything it names; raises UserError, writes nothing."""
-    from simconform.adapters import BACKENDS
-    from simconform.run import DEMO_SPEC, DEMO_TRAJECTORY, DEMO_WORLD
+    from simconform.demo import DEMO_SPEC, DEMO_TRAJECTORY, DEMO_WORLD
+    from simconform.registry import BACKENDS
     from simconform.spec import load_spec
 
     path = Path(path)
@@ -464,7 +463,7 @@ def execute_cell(
     back as {"status": "error", ...}. Only the death of the process itself is a crash.
     """
     try:
-        from simconform.adapters import BACKENDS
+        from simconform.registry import BACKENDS
 
         BACKENDS.setdefault(cell.backend, cell.backend_entry)
         if mode == "shared" or (mode == "auto" and _sees_driver(cell, token)):
@@ -1025,85 +1024,12 @@ class CampaignProgress:
             self.p.stop()
 
 
-def print_summary(report: dict, console=None) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    if console is None:
-        console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
-    c = report["campaign"]
-    t = report["totals"]
-    table = Table(
-        title=f"simconform campaign {c['name']}: {t['cells']} cells "
-        f"({t['resumed']} resumed), confidence {c['confidence']:g}"
-    )
-    cols = ("backend", "variant", "world", "cells", "pass", "fail", "inconclusive", "crashed")
-    for col in (*cols, "coverage"):
-        table.add_column(col, justify="right" if col not in cols[:3] else "left")
-    for g in report["groups"]:
-        n = g["counts"]
-        bad_cov = g["coverage_flags"]
-        table.add_row(
-            g["backend"],
-            g["variant"],
-            g["scene"],
-            str(g["cells"]),
-            f"[green]{n.get('pass', 0)}[/]",
-            f"[red]{n.get('fail', 0)}[/]" if n.get("fail") else "0",
-            f"[yellow]{n.get('inconclusive', 0)}[/]" if n.get("inconclusive") else "0",
-            f"[red]{n.get('crashed', 0) + n.get('error', 0)}[/]"
-            if n.get("crashed") or n.get("error")
-            else "0",
-            "ok" if not bad_cov else f"[yellow]{bad_cov} off[/]",
-        )
-    console.print(table)
-    for r in report["cells"]:
-        if r["status"] in ("crashed", "error"):
-            why = escape(str(r.get("error")))
-            console.print(f"{SYMBOL[r['status']]} {r['id']}: {r['status']} ({why})")
-    v = report["verdict"]
-    style = "green" if v == "pass" else "bold red"
-    console.print(f"campaign verdict: [{style}]{v.upper()}[/]")
-
-
-def campaign_command(
-    campaign: Annotated[
-        Path, typer.Argument(help="Campaign file (YAML).", metavar="CAMPAIGN.yaml")
-    ],
-    out: Annotated[Path, typer.Option(help="Campaign folder: cells/, campaign.md, plots.")],
-    jobs: Annotated[
-        int | None, typer.Option(help="Cells run at once (default: the CPU count).")
-    ] = None,
-    executor: Annotated[
-        str, typer.Option(help="local (process pool) or ray (a Ray cluster).")
-    ] = "local",
-    address: Annotated[
-        str | None,
-        typer.Option(help="Ray cluster: local (default; starts one), auto or ray://host:port."),
-    ] = None,
-    force: Annotated[
-        bool, typer.Option("--force", help="Run every cell again, even those already done.")
-    ] = False,
-) -> None:
-    """Run a campaign (backends x seeds x spec variants x worlds), resumably, and report it."""
-    try:
-        report = run_campaign(campaign, out, jobs, executor, address, force)
-    except KeyboardInterrupt:
-        print("simconform: campaign interrupted; rerun the same command to resume", file=sys.stderr)
-        raise typer.Exit(130) from None
-    print_summary(report)
-    print(f"report: {Path(out) / 'campaign.md'}")
-    raise typer.Exit(0 if report["verdict"] == "pass" else 1)
-
-
 __all__ = [
     "CampaignFile",
     "Cell",
     "LocalExecutor",
     "Plan",
     "RayExecutor",
-    "campaign_command",
     "execute_cell",
     "load_campaign",
     "run_campaign",

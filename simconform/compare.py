@@ -20,7 +20,6 @@ With one seed both runs draw identical noise (every capture consumes the same dr
 hits), so published errors differ only where engine truth does; where it does not, part 2
 passes trivially and part 1 is the informative one.
 
-Registered in simconform/cli.py as `app.command("compare")(compare_command)`.
 """
 
 from __future__ import annotations
@@ -34,10 +33,9 @@ import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import typer
 from pydantic import ValidationError
 
 from simconform.errors import UserError, from_validation
@@ -384,7 +382,7 @@ def _truth_parts(spec: Spec) -> dict[str, tuple[str, str]]:
 
 def _decoder(s, part: str) -> Callable[[Any], Any]:
     """The verifier's decoding of each truth message."""
-    from simconform.messages import image_array, odom_pose
+    from simconform.bag.messages import image_array, odom_pose
     from simconform.verify.metrics import GnssAccumulator, ImuAccumulator, LidarAccumulator
 
     if isinstance(s, LidarSpec):
@@ -403,7 +401,7 @@ def _decoder(s, part: str) -> Callable[[Any], Any]:
 def _open_bag(bag: Path):
     from rosbags.highlevel import AnyReader
 
-    from simconform.messages import TYPESTORE
+    from simconform.bag.messages import TYPESTORE
 
     try:
         reader = AnyReader([bag], default_typestore=TYPESTORE)
@@ -419,7 +417,7 @@ def _truth_stream(
     bag: Path, parts: dict[str, tuple[str, str]], decode: dict, notes: list[str], label: str
 ) -> Iterator[tuple[int, tuple[str, str, int], Any]]:
     """(log_ns, (sensor, part, stamp), decoded value) of every truth message, in log order."""
-    from simconform.messages import stamp_ns
+    from simconform.bag.messages import stamp_ns
 
     reader = _open_bag(bag)
     try:
@@ -496,9 +494,9 @@ class ObjectLabels:
     disagreement can be told per object. Needs the world and trajectory files unchanged."""
 
     def __init__(self, manifest: dict, spec: Spec, sensor: str) -> None:
-        from simconform.adapters.raycast import Scene
         from simconform.explain.inputs import run_inputs
         from simconform.frames import Pose
+        from simconform.raycast import Scene
 
         self.world, self.motion = run_inputs(manifest)
         self.scene = Scene(self.world)
@@ -1049,7 +1047,7 @@ def two_sample(a: np.ndarray, b: np.ndarray, seed: int) -> dict:
 def _error_accumulators() -> tuple[type, type]:
     """(lidar, camera) accumulators built on the verifier's; defined on first use so that the
     verifier (and scipy.stats) is imported only when a comparison runs."""
-    from simconform.messages import image_array
+    from simconform.bag.messages import image_array
     from simconform.verify.metrics import Accumulator, LidarAccumulator
 
     class LidarErrors(LidarAccumulator):
@@ -1374,101 +1372,3 @@ def compare(cfg: CompareConfig, write: bool = True) -> dict:
             shutil.rmtree(out)
         write_compare(out, res)
     return res.report
-
-
-def exit_code(report: dict) -> int:
-    return 0 if report["verdict"] in ("pass", "not_applicable") else 1
-
-
-def compare_command(
-    run_a: Annotated[
-        Path, typer.Argument(help="First run folder (made by `simconform run`).", metavar="RUN_A")
-    ],
-    run_b: Annotated[
-        Path,
-        typer.Argument(
-            help="Second run folder: same spec, world, trajectory and seed; any backend.",
-            metavar="RUN_B",
-        ),
-    ],
-    out: Annotated[
-        Path, typer.Option(help="Folder for compare.md, compare.json, junit.xml and plots.")
-    ],
-    confidence: Annotated[
-        float,
-        typer.Option(help="Confidence 1 - alpha; equivalence uses (1 - 2 alpha) intervals."),
-    ] = 0.95,
-    range_tolerance: Annotated[
-        float,
-        typer.Option(help="Lidar truth agreement in metres: |range bias| and p99 |difference|."),
-    ] = RANGE_TOLERANCE,
-    psnr_min: Annotated[
-        float, typer.Option(help="Least mean PSNR (dB) of one engine's truth images vs the other.")
-    ] = PSNR_MIN,
-    force: Annotated[
-        bool, typer.Option("--force", help="Replace an existing comparison in --out.")
-    ] = False,
-) -> None:
-    """Compare two runs of one spec, world, trajectory and seed made on two backends."""
-    cfg = CompareConfig(
-        run_a=run_a,
-        run_b=run_b,
-        out=out,
-        confidence=confidence,
-        range_tolerance=range_tolerance,
-        psnr_min=psnr_min,
-        force=force,
-    )
-    report = compare(cfg)
-    print_summary(report)
-    print(f"report: {out / 'compare.md'}")
-    raise typer.Exit(exit_code(report))
-
-
-def print_summary(report: dict, console=None) -> None:
-    import sys
-
-    from rich.console import Console
-    from rich.table import Table
-
-    from simconform.compare_report import console_rows
-    from simconform.verify.report import SYMBOL
-
-    style = {"pass": "green", "fail": "bold red", "inconclusive": "yellow", "not_applicable": "dim"}
-    if console is None:
-        console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
-    a, b = report["runs"]["a"], report["runs"]["b"]
-    title = (
-        f"simconform compare: A {a['backend']} vs B {b['backend']}, seed {a['seed']}, "
-        f"{a['duration_s']:g} s"
-    )
-    table = Table(title=title)
-    for col in (
-        "part",
-        "sensor",
-        "metric",
-        "A",
-        "B",
-        "B - A / value",
-        "CI",
-        "tolerance",
-        "verdict",
-    ):
-        table.add_column(col, justify="right" if col in ("A", "B", "B - A / value") else "left")
-    for r in console_rows(report):
-        v = r["verdict"]
-        label = f"{r['metric']} [{r['unit']}]" if r["unit"] and r["unit"] != "1" else r["metric"]
-        table.add_row(
-            r["part"],
-            r["sensor"],
-            label,
-            r["a"],
-            r["b"],
-            r["value"],
-            r["ci"],
-            r["tolerance"],
-            f"[{style[v]}]{SYMBOL[v]}[/]",
-        )
-    console.print(table)
-    v = report["verdict"]
-    console.print(f"verdict: [{style[v]}]{SYMBOL[v]}[/]")

@@ -23,7 +23,7 @@ def _init(
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     global _backend, _trajectory
-    from simconform.adapters import get_backend
+    from simconform.registry import get_backend
     from simconform.spec import load_spec
     from simconform.trajectory import load_trajectory
     from simconform.world import load_world

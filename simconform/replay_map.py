@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 from rosbags.typesys.msg import normalize_msgtype
 
 from simconform.errors import UserError, load_yaml, validate
+from simconform.registry import CONVENTIONS
 from simconform.spec import GnssSpec, ImuSpec, LidarSpec, Mount, OdomSpec, Spec
 
 Topic = Annotated[str, Field(pattern=r"^/[A-Za-z0-9_~{}/.-]*[A-Za-z0-9_}]$")]
@@ -107,7 +108,14 @@ class JsonEgo(Strict):
     orientation: tuple[str, str, str, str] = ("qw", "qx", "qy", "qz")  # keys of w, x, y, z
     stamp_key: str | None = None  # dotted path to the time in the document; None: log time
     stamp_unit: Literal["s", "ms", "us", "ns"] = "s"
-    convention: Literal["ros", "unity"] = "ros"
+    convention: str = "ros"  # a name in simconform.registry.CONVENTIONS
+
+    @field_validator("convention")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if v not in CONVENTIONS:
+            raise ValueError(f"expected one of {', '.join(sorted(CONVENTIONS))}")
+        return v
 
     def extract(self, text: str) -> tuple[np.ndarray, np.ndarray, int | None] | None:
         """(xyz, quaternion x y z w, stamp ns or None) in ROS axes, None for a document about
@@ -134,8 +142,7 @@ class JsonEgo(Strict):
         xyz = np.array([_number(entry, k) for k in self.position])
         w, x, y, z = (_number(entry, k) for k in self.orientation)
         quat = np.array([x, y, z, w])
-        if self.convention == "unity":
-            xyz, quat = unity_to_ros(xyz, quat)
+        xyz, quat = CONVENTIONS.load(self.convention)(xyz, quat)
         stamp = None
         if self.stamp_key is not None:
             t = _dig(doc, self.stamp_key)
@@ -143,6 +150,11 @@ class JsonEgo(Strict):
                 raise ValueError(f"'{self.stamp_key}' is {t!r}; expected a number")
             stamp = round(t * _STAMP_SCALE[self.stamp_unit])
         return xyz, quat, stamp
+
+
+def ros_axes(xyz: np.ndarray, quat_xyzw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """ROS axes (x forward, y left, z up) already: unchanged."""
+    return xyz, quat_xyzw
 
 
 def unity_to_ros(xyz: np.ndarray, quat_xyzw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -10,11 +10,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import datetime as dt
-import hashlib
-import shutil
 import signal
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -23,8 +19,7 @@ import numpy as np
 import pymap3d
 from scipy.spatial.transform import Rotation
 
-from simconform import __version__, messages
-from simconform.adapters import get_backend
+from simconform import __version__
 from simconform.adapters.base import (
     CameraTruth,
     GnssTruth,
@@ -33,12 +28,18 @@ from simconform.adapters.base import (
     OdomTruth,
     SensorBackend,
 )
+from simconform.bag import messages
+from simconform.bag.writer import BagRecorder, TumWriter
+from simconform.demo import DEMO_SPEC, DEMO_TRAJECTORY, DEMO_WORLD
 from simconform.errors import UserError
 from simconform.frames import Pose
+from simconform.outdir import prepare_out, write_json_atomic
 from simconform.pipeline.chain import SensorPipeline
 from simconform.pipeline.noise import se2_increment
 from simconform.pipeline.schedule import capture_times
-from simconform.record import BagRecorder, TumWriter, write_json_atomic
+from simconform.progress import progress_bar
+from simconform.provenance import git_commit, sha256
+from simconform.registry import get_backend
 from simconform.spec import (
     OPTICAL_TO_BODY,
     CameraSpec,
@@ -57,12 +58,6 @@ from simconform.trajectory import (
 )
 from simconform.world import World, load_world
 
-REPO = Path(__file__).resolve().parent.parent
-if not (REPO / "worlds" / "demo.yaml").is_file():  # installed without the source tree
-    REPO = Path.cwd()
-DEMO_WORLD = REPO / "worlds" / "demo.yaml"
-DEMO_TRAJECTORY = REPO / "worlds" / "demo.tum"
-DEMO_SPEC = REPO / "sensors_spec" / "rover.yaml"
 TF_RATE_HZ = 50.0
 
 
@@ -122,61 +117,6 @@ def load_inputs(cfg: RunConfig) -> Inputs:
     if cfg.seed < 0 or cfg.seed >= 2**63:
         raise UserError(None, "--seed", cfg.seed, "expected an integer in [0, 2^63)")
     return Inputs(world, spec, traj, start, end)
-
-
-def check_out(out: Path, force: bool) -> None:
-    """Refuse to replace a run without --force, and anything that is not a run at all."""
-    if out.exists() and not out.is_dir():
-        raise UserError(None, "--out", str(out), "expected a folder path, not a file")
-    if out.exists() and any(out.iterdir()):
-        if not force:
-            raise UserError(
-                None,
-                "--out",
-                str(out),
-                "a run already exists there; pass --force to replace it or choose another --out",
-            )
-        if not (out / "run.json").exists():
-            raise UserError(
-                None,
-                "--out",
-                str(out),
-                "is not empty and not a simconform run; refusing to delete it even with --force",
-            )
-
-
-def prepare_out(out: Path, force: bool) -> None:
-    check_out(out, force)
-    if out.exists():
-        shutil.rmtree(out)
-
-
-def git_commit() -> str | None:
-    try:
-        res = subprocess.run(
-            ["git", "-C", str(REPO), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    commit = res.stdout.strip()
-    if not commit or res.returncode != 0:
-        return None
-    dirty = subprocess.run(
-        ["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
-        capture_output=True,
-        text=True,
-        timeout=5,
-        check=False,
-    ).stdout.strip()
-    return commit + ("+dirty" if dirty else "")
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 class _StopFlag:
@@ -454,7 +394,7 @@ def _record(
     ]
     tf_feed = _Feed(None, "tf", TF_RATE_HZ, inp, Pose.identity())
     result = RunResult(out=out, complete=False)
-    bar = _progress(len(times), progress)
+    bar = progress_bar(len(times), progress)
     try:
         with _StopFlag() as stop:
             for i, (t, w) in enumerate(zip(times.tolist(), who.tolist())):
@@ -543,30 +483,3 @@ class _Feed:
         j = self.j
         self.j += 1
         return self.buffer[j], self.buf_xyz[j], self.buf_q[j]
-
-
-class _Bar:
-    def __init__(self, total: int) -> None:
-        from rich.progress import BarColumn, Progress, TimeRemainingColumn
-
-        self.p = Progress(
-            "[progress.description]{task.description}",
-            BarColumn(),
-            "{task.percentage:>3.0f}%",
-            TimeRemainingColumn(),
-            transient=True,
-        )
-        self.p.start()
-        self.task = self.p.add_task("capturing", total=total)
-
-    def update(self, done: int) -> None:
-        self.p.update(self.task, completed=done)
-
-    def close(self) -> None:
-        self.p.stop()
-
-
-def _progress(total: int, enabled: bool | None) -> _Bar | None:
-    if enabled is None:
-        enabled = sys.stderr.isatty()
-    return _Bar(total) if enabled else None

@@ -217,7 +217,7 @@ def waypoints_to_trajectory(
 ) -> Trajectory:
     """Put (t, x, y) on the ground: heading from the tangent, pitch from the ground's slope (at
     the waypoints; `interpolation` between them, as for a TUM file)."""
-    from simconform.adapters.raycast import Scene
+    from simconform.raycast import Scene
 
     z = Scene(world).ground_height(x, y)
     missing = np.flatnonzero(~np.isfinite(z))

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from simconform.run import DEMO_SPEC, DEMO_TRAJECTORY, DEMO_WORLD, RunConfig, run
+from simconform.demo import DEMO_SPEC, DEMO_TRAJECTORY, DEMO_WORLD
+from simconform.run import RunConfig, run
 
 REPO = Path(__file__).resolve().parent.parent
 # MuJoCo reads MUJOCO_GL once, at import: choose before any test imports it

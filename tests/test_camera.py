@@ -94,7 +94,7 @@ def demo_frames(w: int = 160, h: int = 120, n: int = 8) -> tuple[np.ndarray, ...
 def measure(spec: CameraSpec, seed: int, frames) -> dict:
     pipe = SensorPipeline("camera", spec, seed)
     acc = CameraAccumulator("camera", spec, 0.95, len(frames) / spec.rate_hz)
-    from simconform.messages import image_array
+    from simconform.bag.messages import image_array
     from simconform.pipeline.encode import decode_image
 
     for k, img in enumerate(frames):

@@ -25,9 +25,11 @@ from scipy.stats import binom
 
 from conftest import DEMO_TRAJECTORY, DEMO_WORLD, demo_spec, write_yaml
 from simconform import campaign as cp
-from simconform.adapters import BACKENDS
 from simconform.adapters.reference import ReferenceBackend
+from simconform.cli import app
+from simconform.cli.campaign import campaign_command
 from simconform.errors import UserError
+from simconform.registry import BACKENDS
 
 TESTS = Path(__file__).resolve().parent
 KILL = "test_campaign:KillBackend"
@@ -120,9 +122,6 @@ def test_local_pool_report_cli_and_resume(tmp_path: Path) -> None:
         },
     )
     out = tmp_path / "out"
-    app = typer.Typer()
-    app.command("campaign")(cp.campaign_command)
-    app.command("other")(lambda: None)  # two commands: the name "campaign" is on the line
     args = ["campaign", str(file), "--out", str(out), "--jobs", "2"]
     assert app(args, standalone_mode=False) == 0
 
@@ -173,7 +172,7 @@ def test_killed_worker_is_retried_once_then_failed(tmp_path: Path, kill_backend)
     # two cells in flight together: the kill breaks the pool while the reference cell runs
     file = campaign_file(tmp_path, backends=["slow", "kill"], seeds=[1])
     with pytest.raises(typer.Exit) as exc:
-        cp.campaign_command(file, tmp_path / "out", 2, "local", None, False)
+        campaign_command(file, tmp_path / "out", 2, "local", None, False)
     assert exc.value.exit_code == 1
     report = json.loads((tmp_path / "out" / "campaign.json").read_text())
     ref, kill = report["cells"]

@@ -13,19 +13,19 @@ from xml.etree import ElementTree as ET
 
 import numpy as np
 import pytest
-import typer
 import yaml
 from rosbags.highlevel import AnyReader
 from rosbags.rosbag2 import StoragePlugin, Writer
 from typer.testing import CliRunner
 
 from conftest import demo_spec, write_yaml
+from simconform.bag.messages import CLOUD_DTYPE, TYPESTORE, serialize
+from simconform.cli import app
 from simconform.compare import (
     SSIM_K1,
     CompareConfig,
     Series,
     compare,
-    compare_command,
     compare_runs,
     paired_bootstrap,
     psnr,
@@ -34,7 +34,6 @@ from simconform.compare import (
     tost_verdict,
 )
 from simconform.errors import UserError
-from simconform.messages import CLOUD_DTYPE, TYPESTORE, serialize
 from simconform.run import RunConfig, run
 from simconform.spec import Spec
 
@@ -57,12 +56,6 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     return out
 
 
-def _app() -> typer.Typer:
-    app = typer.Typer(add_completion=False)
-    app.command("compare")(compare_command)
-    return app
-
-
 def _edit_manifest(src: Path, dst: Path, edit) -> Path:
     """A copy of a run's run.json only (refusal happens before any bag is read)."""
     dst.mkdir()
@@ -74,7 +67,7 @@ def _edit_manifest(src: Path, dst: Path, edit) -> Path:
 
 def test_rerun_compares_exactly_equal_and_passes(runs, tmp_path) -> None:
     out = tmp_path / "cmp"
-    res = CliRunner().invoke(_app(), [str(runs["a"]), str(runs["a2"]), "--out", str(out)])
+    res = CliRunner().invoke(app, ["compare", str(runs["a"]), str(runs["a2"]), "--out", str(out)])
     assert res.exit_code == 0, res.output
     assert "verdict: PASS" in res.output
     report = json.loads((out / "compare.json").read_text())
@@ -119,12 +112,17 @@ def test_run_compared_with_itself_is_allowed(runs) -> None:
 def test_different_seed_is_refused_with_exit_2(runs, tmp_path) -> None:
     other = _edit_manifest(runs["a"], tmp_path / "seed7", lambda d: d.update(seed=7))
     out = tmp_path / "never"
-    code = (
-        "from simconform import cli; from simconform.compare import compare_command; "
-        "cli.app.command('compare')(compare_command); cli.main()"
-    )
     res = subprocess.run(
-        [sys.executable, "-c", code, "compare", str(runs["a"]), str(other), "--out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "simconform.cli",
+            "compare",
+            str(runs["a"]),
+            str(other),
+            "--out",
+            str(out),
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -275,10 +273,10 @@ def test_paired_bootstrap_identical_and_shifted() -> None:
 
 
 def test_reference_vs_mujoco_lidar_agrees(runs, tmp_path) -> None:
-    from simconform.adapters import BACKENDS
+    from simconform.registry import BACKENDS
 
     if "mujoco" not in BACKENDS:
-        pytest.skip("no MuJoCo backend registered in simconform.adapters.BACKENDS yet")
+        pytest.skip("no MuJoCo backend registered in simconform.registry.BACKENDS yet")
     pytest.importorskip("mujoco", reason="the mujoco package is not installed")
     cfg = RunConfig(out=tmp_path / "mj", spec=runs["spec"], duration=DURATION, backend="mujoco")
     try:
@@ -299,7 +297,8 @@ def test_replay_run_compared_with_the_run_it_replays(tmp_path: Path) -> None:
     """Issue 5: `compare` accepts a replay run against a run of the same world and spec."""
     from simconform.adapters.replay import ReplayConfig, replay
     from simconform.compare import CompareConfig, compare_runs
-    from simconform.run import DEMO_SPEC, DEMO_WORLD, RunConfig, run
+    from simconform.demo import DEMO_SPEC, DEMO_WORLD
+    from simconform.run import RunConfig, run
 
     spec = yaml.safe_load(DEMO_SPEC.read_text())
     spec["sensors"] = {k: spec["sensors"][k] for k in ("lidar", "imu", "gnss", "odom")}

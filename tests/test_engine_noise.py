@@ -23,8 +23,8 @@ from simconform.adapters.base import ImuTruth
 from simconform.adapters.gazebo import noise as gznoise
 from simconform.adapters.gazebo import sdf
 from simconform.adapters.gazebo.backend import gz_seed
+from simconform.demo import DEMO_SPEC, DEMO_WORLD
 from simconform.pipeline.chain import SensorPipeline
-from simconform.run import DEMO_SPEC, DEMO_WORLD
 from simconform.spec import Spec, load_spec
 from simconform.verify.verifier import DEVIATION, _engine_noise_verdicts
 from simconform.world import load_world
@@ -250,7 +250,7 @@ def _errors(run: Path) -> dict[str, np.ndarray]:
     range errors (rays with a return in both, NaN elsewhere, in sweep order)."""
     from rosbags.highlevel import AnyReader
 
-    from simconform.messages import TYPESTORE, cloud_arrays, stamp_ns
+    from simconform.bag.messages import TYPESTORE, cloud_arrays, stamp_ns
 
     by: dict[str, dict[int, object]] = {}
     with AnyReader([run / "bag"], default_typestore=TYPESTORE) as reader:

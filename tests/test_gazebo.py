@@ -22,7 +22,7 @@ import yaml
 from simconform.adapters.base import BackendUnavailable
 from simconform.adapters.gazebo import decode, sdf, transport
 from simconform.adapters.gazebo.backend import GazeboBackend
-from simconform.run import DEMO_SPEC, DEMO_WORLD
+from simconform.demo import DEMO_SPEC, DEMO_WORLD
 from simconform.spec import CameraSpec, GnssSpec, ImuSpec, LidarSpec, load_spec
 from simconform.world import Box, Cylinder, Mesh, Plane, Sphere, load_world
 
@@ -321,8 +321,9 @@ def test_sdf_sensors_round_trip_the_spec(spec) -> None:
 
 
 def test_bridge_yaml_and_export_command(tmp_path) -> None:
-    import typer
     from typer.testing import CliRunner
+
+    from simconform.cli import app
 
     entries = yaml.safe_load(sdf.bridge_yaml(SPEC))
     by_ros = {e["ros_topic_name"]: e for e in entries}
@@ -335,9 +336,6 @@ def test_bridge_yaml_and_export_command(tmp_path) -> None:
     assert by_ros["/camera/depth"]["ros_type_name"] == "sensor_msgs/msg/Image"
     assert "/clock" in by_ros
     assert all(e["direction"] == "GZ_TO_ROS" for e in entries)
-    app = typer.Typer()
-    app.command("export-sdf")(sdf.export_sdf_command)
-    app.command("noop")(lambda: None)  # two commands: keep the sub-command name
     res = CliRunner().invoke(app, ["export-sdf", "--out", str(tmp_path), "--bridge"])
     assert res.exit_code == 0, res.output
     assert (tmp_path / f"{WORLD.name}.sdf").is_file() and (tmp_path / "bridge.yaml").is_file()

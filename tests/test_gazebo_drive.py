@@ -38,9 +38,9 @@ from simconform.adapters.gazebo import backend as gzb
 from simconform.adapters.gazebo import decode, driver_system, sdf
 from simconform.adapters.gazebo.drive import drive_rows, rows_bytes, table_header
 from simconform.adapters.reference import ReferenceBackend
+from simconform.demo import DEMO_SPEC, DEMO_TRAJECTORY, DEMO_WORLD
 from simconform.frames import Pose
 from simconform.pipeline.schedule import capture_times
-from simconform.run import DEMO_SPEC, DEMO_TRAJECTORY, DEMO_WORLD
 from simconform.spec import load_spec
 from simconform.trajectory import Trajectory, load_trajectory
 from simconform.world import load_world

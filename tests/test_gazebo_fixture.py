@@ -37,8 +37,8 @@ def manifest() -> dict:
 
 def bag_truth(topic: str) -> dict[int, object]:
     """header.stamp -> message of one truth topic of the fixture's bag."""
+    from simconform.bag.messages import stamp_ns
     from simconform.compare import _open_bag
-    from simconform.messages import stamp_ns
 
     reader = _open_bag(RUN / "bag")
     try:

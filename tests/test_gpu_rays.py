@@ -82,8 +82,8 @@ def test_the_45_degree_column_wraps_for_the_bundled_specs() -> None:
 def test_emulated_sweep_sees_a_wall_along_the_texel_rays(short_run) -> None:
     """On the demo world the emulation's ranges are the exact casts along the texel-centre
     rays: the same as the reference's where a texel looks exactly along a nominal ray."""
-    from simconform.adapters.raycast import Scene
     from simconform.explain.inputs import run_inputs
+    from simconform.raycast import Scene
 
     manifest = json.loads((short_run / "run.json").read_text())
     world, motion = run_inputs(manifest)

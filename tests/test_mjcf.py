@@ -10,7 +10,7 @@ import trimesh
 import yaml
 
 from simconform.adapters.mjcf import geom_object_index, world_to_mjcf
-from simconform.adapters.raycast import Scene
+from simconform.raycast import Scene
 from simconform.world import World, load_world
 
 mujoco = pytest.importorskip("mujoco")

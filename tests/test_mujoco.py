@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from rosbags.highlevel import AnyReader
 
-from simconform.messages import TYPESTORE, cloud_arrays, image_array
+from simconform.bag.messages import TYPESTORE, cloud_arrays, image_array
 from simconform.run import RunConfig, run
 from simconform.verify.verifier import verify_run
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.spatial.transform import Rotation
 
-from simconform.adapters.raycast import Hits, Scene
+from simconform.raycast import Hits, Scene
 from simconform.world import World, load_world
 
 # No RuntimeWarning (division by zero, invalid value) may escape the caster.

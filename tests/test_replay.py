@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 import pymap3d
 import pytest
-import typer
 import yaml
 from rosbags.rosbag1 import Writer as Writer1
 from rosbags.rosbag2 import StoragePlugin
@@ -36,9 +35,9 @@ from simconform.adapters.replay import (
     pair_by_direction,
     replay,
 )
+from simconform.cli import app
 from simconform.errors import UserError
 from simconform.frames import Pose
-from simconform.replay_cli import replay_command
 from simconform.replay_map import check_against_spec, load_map, unity_to_ros
 from simconform.run import RunConfig, run
 from simconform.spec import Spec, load_spec
@@ -787,9 +786,6 @@ def test_cli_command_writes_reports_and_exit_code(tmp_path: Path) -> None:
     items = foreign_items(sim, Msgs(ROS2), "unorganized-sensor", "tf", ("lidar",))
     bag = write_bag(tmp_path / "b", "mcap", items, ROS2)
     mp = make_map(tmp_path, "unorganized-sensor", "tf", ("lidar",))
-    app = typer.Typer()
-    app.command("replay")(replay_command)
-    app.command("other")(lambda: None)
     args = ["replay", str(bag), "--map", str(mp), "--out", str(tmp_path / "o")]
     res = CliRunner().invoke(app, args)
     assert res.exit_code in (0, 1), res.output

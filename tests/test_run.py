@@ -16,7 +16,7 @@ import pytest
 from rosbags.highlevel import AnyReader
 
 from conftest import bag_digest, cli, demo_spec, write_yaml
-from simconform.messages import TYPESTORE, cloud_arrays, stamp_ns
+from simconform.bag.messages import TYPESTORE, cloud_arrays, stamp_ns
 from simconform.run import RunConfig, run
 from simconform.verify.verifier import verify_run
 
@@ -78,7 +78,7 @@ def test_pointcloud_organized_with_nan_for_lost_points(short_run: Path) -> None:
 
 
 def test_camera_topics(short_run: Path) -> None:
-    from simconform.messages import image_array
+    from simconform.bag.messages import image_array
 
     msgs = read_bag(short_run / "bag")
     _, comp = msgs["/camera/image/compressed"][0]

@@ -20,8 +20,8 @@ from scipy.spatial.transform import Rotation
 
 from conftest import cli
 from simconform.adapters.gazebo import sdf, sdf_import
+from simconform.demo import DEMO_SPEC, DEMO_WORLD
 from simconform.errors import UserError
-from simconform.run import DEMO_SPEC, DEMO_WORLD
 from simconform.spec import load_spec
 from simconform.world import Box, Cylinder, Mesh, Plane, Sphere, World, load_world
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import ndtr
 
-from simconform.messages import image_array
+from simconform.bag.messages import image_array
 from simconform.pipeline.encode import decode_image, encode_jpeg
 from simconform.pipeline.noise import apply_image_noise
 from simconform.pipeline.rng import stable_id

@@ -11,7 +11,7 @@ import itertools
 import numpy as np
 from scipy.stats import binom
 
-from simconform.messages import cloud_arrays, odom_pose
+from simconform.bag.messages import cloud_arrays, odom_pose
 from simconform.pipeline.noise import se2_increment
 from simconform.spec import CameraSpec, GnssSpec, ImuSpec, LidarSpec, OdomSpec
 from simconform.verify import stats

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from rosbags.highlevel import AnyReader
 
+from simconform.bag.messages import TYPESTORE, stamp_ns
 from simconform.errors import UserError
-from simconform.messages import TYPESTORE, stamp_ns
 
 
 @dataclass

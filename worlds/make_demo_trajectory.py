@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from simconform.adapters.raycast import Scene
+from simconform.raycast import Scene
 from simconform.trajectory import Trajectory
 from simconform.world import load_world
 

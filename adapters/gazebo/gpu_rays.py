@@ -143,7 +143,7 @@ def texel_directions(s: LidarSpec, addressing: str = "clamp") -> GpuRays:
 
 def cast_from_sensor(scene, s: LidarSpec, mount, dirs: np.ndarray, t_ns: int, motion):
     """Exact casts of sensor-frame directions (..., 3) from the sensor's pose at t_ns (one
-    instant) up to range.max: (adapters.raycast Hits, flat, and the world directions (N, 3))."""
+    instant) up to range.max: (simconform.raycast Hits, flat, and the world directions (N, 3))."""
     pose = motion.pose_at(int(t_ns)).compose(mount)
     d = pose.rot.apply(dirs.reshape(-1, 3))
     return scene.cast(np.broadcast_to(pose.t, d.shape), d, 0.0, s.range.max), d
@@ -153,7 +153,7 @@ def emulate_sweep(
     scene, s: LidarSpec, mount, rays: GpuRays, t_ns: int, motion
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """What gpu_lidar would return at t_ns on the reference geometry `scene`
-    (adapters.raycast.Scene): the whole sweep at one instant (global shutter), each ray along
+    (simconform.raycast.Scene): the whole sweep at one instant (global shutter), each ray along
     its texel-centre direction, no return beyond range.max (the far clip) or below range.min.
     Returns (ranges, |cos incidence|, object index), each (rings, columns); ranges NaN and
     index -1 where there is no return. Gazebo publishes the ranges along the nominal rays."""

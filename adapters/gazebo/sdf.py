@@ -36,10 +36,8 @@ import math
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Annotated
 
 import numpy as np
-import typer
 import yaml
 
 from simconform.adapters.gazebo.noise import add_engine_noise, engine_noise_values
@@ -371,25 +369,3 @@ def bridge_yaml(spec: Spec) -> str:
     """The parameter_bridge config file (`ros2 run ros_gz_bridge parameter_bridge --ros-args
     -p config_file:=bridge.yaml`)."""
     return yaml.safe_dump(bridge_entries(spec), sort_keys=False)
-
-
-def export_sdf_command(
-    out: Annotated[Path, typer.Option(help="Folder to write <world>.sdf (and meshes/) into.")],
-    world: Annotated[Path | None, typer.Option(help="World file (YAML).")] = None,
-    spec: Annotated[Path | None, typer.Option(help="Sensor spec (YAML).")] = None,
-    bridge: Annotated[
-        bool, typer.Option("--bridge", help="Also write bridge.yaml for ros_gz_bridge.")
-    ] = False,
-) -> None:
-    """Export the world and sensor spec as an SDF 1.10 world for Gazebo Harmonic."""
-    from simconform.run import DEMO_SPEC, DEMO_WORLD
-    from simconform.spec import load_spec
-    from simconform.world import load_world
-
-    w = load_world(world or DEMO_WORLD)
-    s = load_spec(spec or DEMO_SPEC)
-    path = write_sdf(w, s, out)
-    print(f"sdf: {path}")
-    if bridge:
-        (out / "bridge.yaml").write_text(bridge_yaml(s))
-        print(f"bridge: {out / 'bridge.yaml'}")

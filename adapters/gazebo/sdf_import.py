@@ -49,15 +49,14 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import numpy as np
-import typer
 import yaml
 from scipy.spatial.transform import Rotation
 
 from simconform.errors import UserError
-from simconform.world import World, load_world
+from simconform.world import load_world
 
 from .sdf import VEHICLE
 
@@ -526,22 +525,3 @@ def write_world(path: Path, out: Path, force: bool = False, parser: str = "auto"
         shutil.copyfile(Path(tmp) / out.name, staged)
         os.replace(staged, out)  # the world file last, atomically
     return skipped
-
-
-def import_sdf_command(
-    sdf_file: Annotated[Path, typer.Argument(help="SDF world file.", metavar="WORLD.sdf")],
-    out: Annotated[Path, typer.Option(help="World YAML to write (meshes: <stem>_meshes/).")],
-    force: Annotated[bool, typer.Option("--force", help="Replace an existing --out.")] = False,
-    parser: Annotated[
-        str, typer.Option(help="auto (sdformat14 when it imports), sdformat or xml.")
-    ] = "auto",
-) -> None:
-    """Import an SDF world's static models (box, cylinder, sphere, plane, mesh) as a world YAML."""
-    if parser not in ("auto", "sdformat", "xml"):
-        raise UserError(None, "--parser", parser, "expected auto, sdformat or xml")
-    skipped = write_world(sdf_file, out, force, parser)
-    n = len(World.model_validate(yaml.safe_load(out.read_text())).objects)
-    print(f"world: {out} ({n} objects)")
-    print(f"skipped: {len(skipped)}" + "".join(f"\n  - {s}" for s in skipped[:SHOWN]))
-    if len(skipped) > SHOWN:
-        print(f"  ... and {len(skipped) - SHOWN} more, all listed at the top of {out}")

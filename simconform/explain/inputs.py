@@ -21,7 +21,7 @@ def gazebo_side(manifests: tuple[dict, dict]) -> int | None:
 
 def run_inputs(manifest: dict) -> tuple[World, Trajectory]:
     """The run's world and its trajectory, interpolated as the run interpolated it."""
-    from simconform.run import sha256
+    from simconform.provenance import sha256
     from simconform.trajectory import load_trajectory, run_interpolation
     from simconform.world import load_world
 

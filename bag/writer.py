@@ -1,4 +1,4 @@
-"""Recording: the rosbag2 directory (rosbags writer), ground-truth TUM files and run.json.
+"""Recording: the rosbag2 directory (rosbags writer) and the ground-truth TUM files.
 
 Messages are written in log-time order (log time = publish time, truth at capture time): each
 message waits in a heap until the simulation clock has passed its log time, so a bag is
@@ -9,8 +9,6 @@ moment it stopped.
 from __future__ import annotations
 
 import heapq
-import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +22,7 @@ from rosbags.interfaces import (
 )
 from rosbags.rosbag2 import CompressionFormat, CompressionMode, StoragePlugin, Writer
 
-from simconform.messages import TYPESTORE, serialize
+from simconform.bag.messages import TYPESTORE, serialize
 from simconform.trajectory import format_seconds
 
 STORAGES = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}
@@ -92,9 +90,3 @@ class TumWriter:
 
     def close(self) -> None:
         self.fh.close()
-
-
-def write_json_atomic(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, path)

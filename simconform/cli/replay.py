@@ -1,8 +1,7 @@
 """`simconform replay`: verify a bag recorded from another simulator or a real robot.
 
-Registered in simconform/cli.py as `app.command("replay")(replay_command)`. Exit codes as for
-`simconform run`: 0 every metric passes, 1 any fails or is inconclusive, 2 bad input (raised
-as UserError and turned into one line by cli.main, with nothing written).
+Exit codes as for `simconform run`: 0 every metric passes, 1 any fails or is inconclusive, 2 bad
+input (raised as UserError and turned into one line by cli.main, with nothing written).
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from simconform.errors import UserError
+from simconform.cli.common import check_confidence, err, exit_code, print_table
 
 
 def replay_command(
@@ -42,16 +41,11 @@ def replay_command(
     ] = False,
 ) -> None:
     """Re-record a foreign bag in simconform's layout with its truth, then verify it."""
-    from rich.console import Console
-
     from simconform.adapters.replay import ReplayConfig, replay
-    from simconform.cli import exit_code, print_table
     from simconform.verify.verifier import verify_run
 
-    if not 0.5 <= confidence < 1:
-        raise UserError(None, "--confidence", confidence, "expected a level in [0.5, 1)")
+    check_confidence(confidence)
     result = replay(ReplayConfig(bag=bag, map=map, out=out, world=world, spec=spec, force=force))
-    err = Console(stderr=True, highlight=False)
     sec = result.replay
     err.print(
         f"replay: {sec['source_format']} read with {sec['read_with']}, "

@@ -1,0 +1,1 @@
+"""ROS 2 bags: the messages simconform writes and reads, and the bag writer."""

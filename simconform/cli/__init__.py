@@ -1,0 +1,64 @@
+"""The `simconform` command line: thin, one module per command; the work is in the library.
+
+Exit codes: 0 every metric passes, 1 any metric fails or is inconclusive, 2 bad input (one
+message, no traceback, nothing written), 3 the engine failed mid-run (the run folder keeps what
+was recorded and the engine's log), 130/143 when a run was interrupted (after its partial
+recording has been verified).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# Set before numpy loads (nothing above imports it). Our arrays are small: BLAS threads only
+# spin and fight the capture workers for the cores.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import typer  # noqa: E402
+
+from simconform.cli import campaign, compare, replay, run, sdf  # noqa: E402
+from simconform.errors import UserError  # noqa: E402
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=False,
+    help="Verify simulated sensor models against their declared error models, on any simulator.",
+    pretty_exceptions_enable=False,
+)
+app.command("run")(run.run)
+app.command("verify")(run.verify)
+app.command("compare")(compare.compare_command)
+app.command("campaign")(campaign.campaign_command)
+app.command("replay")(replay.replay_command)
+app.command("export-sdf")(sdf.export_sdf_command)
+app.command("import-sdf")(sdf.import_sdf_command)
+
+
+def main() -> None:
+    from simconform.adapters.base import BackendUnavailable, EngineError
+
+    try:
+        code = app(standalone_mode=False)  # click returns the Exit code in this mode
+    except (UserError, BackendUnavailable) as exc:
+        one_line = " ".join(str(exc).split())
+        print(f"simconform: error: {one_line}", file=sys.stderr)
+        sys.exit(2)
+    except EngineError as exc:  # the run folder keeps what was recorded and the engine's log
+        one_line = " ".join(str(exc).split())
+        print(f"simconform: engine error: {one_line}", file=sys.stderr)
+        sys.exit(3)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except Exception as exc:  # usage errors of the click that typer bundles
+        if type(exc).__name__ == "Abort":
+            print("simconform: aborted", file=sys.stderr)
+            sys.exit(130)
+        if callable(getattr(exc, "show", None)) and isinstance(
+            getattr(exc, "exit_code", None), int
+        ):
+            exc.show()
+            sys.exit(2)
+        raise
+    sys.exit(code if isinstance(code, int) else 0)
