@@ -34,6 +34,15 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+class FieldProblem(ValueError):
+    """Raised by a model validator about one of the model's fields (a dotted path below it), so
+    the message names that field and its value rather than the whole model."""
+
+    def __init__(self, field: str, value: Any, allowed: str) -> None:
+        super().__init__(f"{field}: {allowed}")
+        self.field, self.value, self.allowed = field, value, allowed
+
+
 def from_validation(file: str | Path, err: ValidationError) -> UserError:
     """First pydantic error as a UserError (pydantic's own message says the allowed range)."""
     first = err.errors(include_url=False)[0]
@@ -42,6 +51,11 @@ def from_validation(file: str | Path, err: ValidationError) -> UserError:
     msg = first["msg"]
     if first["type"] == "extra_forbidden":
         msg = "unknown key; remove it or check its spelling"
+    problem = first.get("ctx", {}).get("error")
+    if isinstance(problem, FieldProblem):
+        return UserError(
+            file, ".".join(p for p in (loc, problem.field) if p), problem.value, problem.allowed
+        )
     return UserError(file, loc or "(top level)", first.get("input"), msg)
 
 
@@ -53,18 +67,134 @@ def _is_union_tag(parts: tuple, i: int) -> bool:
 _TAGS = {"plane", "box", "cylinder", "sphere", "mesh", "lidar", "imu", "gnss", "odom", "camera"}
 
 
+MAX_YAML_BYTES = 16 << 20  # an input file is a few kB; a bigger one is not a spec, world or map
+MAX_YAML_DEPTH = 32  # nesting of mappings and lists; ours need 6
+MAX_YAML_ALIASES = 64  # *alias uses: a few are handy
+MAX_YAML_NODES = 100_000  # values once every alias is expanded: an alias bomb has billions
+
+
+class _Refused(Exception):
+    def __init__(self, mark: Any, value: Any, allowed: str) -> None:
+        self.line = f"line {mark.line + 1}" if mark is not None else "(parse)"
+        self.value, self.allowed = value, allowed
+
+
+class _InputLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses duplicate keys, deep nesting and alias bombs.
+
+    Duplicate keys: YAML 1.2 forbids them, PyYAML lets the last one win silently, which would
+    make a typo'd second `sigma:` the one that counts. Depth and aliases are bounded while the
+    document is composed, before anything is expanded, so a "billion laughs" never grows.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._aliases = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_YAML_ALIASES:
+                mark = self.peek_event().start_mark
+                raise _Refused(
+                    mark,
+                    f"{self._aliases} aliases",
+                    f"expected at most {MAX_YAML_ALIASES} *alias uses",
+                )
+        self._depth += 1
+        if self._depth > MAX_YAML_DEPTH:
+            mark = self.peek_event().start_mark
+            raise _Refused(
+                mark, f"depth {self._depth}", f"expected nesting at most {MAX_YAML_DEPTH} deep"
+            )
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def get_single_node(self) -> Any:
+        node = super().get_single_node()
+        if node is not None and self._aliases:
+            size = _expanded_size(node, {})
+            if size > MAX_YAML_NODES:
+                raise _Refused(
+                    node.start_mark,
+                    f"{size} values once aliases are expanded",
+                    f"expected at most {MAX_YAML_NODES}",
+                )
+        return node
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, Any] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node.start_mark)
+                except TypeError:  # an unhashable key: construct_mapping says so below
+                    continue
+                if first is not key_node.start_mark:
+                    raise _Refused(
+                        key_node.start_mark,
+                        key,
+                        f"expected each key once in a mapping (first at line {first.line + 1})",
+                    )
+        return super().construct_mapping(node, deep)
+
+
+def _expanded_size(node: Any, memo: dict[int, int]) -> int:
+    """Values in the document with every alias expanded; shared nodes are counted per use, but
+    computed once, so this is linear in the composed (unexpanded) graph."""
+    key = id(node)
+    if key not in memo:
+        memo[key] = 1  # a (malformed) self-reference counts once
+        if isinstance(node, yaml.SequenceNode):
+            memo[key] = 1 + sum(_expanded_size(c, memo) for c in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            memo[key] = 1 + sum(
+                _expanded_size(k, memo) + _expanded_size(v, memo) for k, v in node.value
+            )
+    return memo[key]
+
+
 def load_yaml(path: str | Path) -> Any:
+    """A YAML input file as Python data, or one UserError naming the file and the line."""
     path = Path(path)
     if not path.is_file():
         raise UserError(path, "", str(path), "expected an existing YAML file")
+    size = path.stat().st_size
+    if size > MAX_YAML_BYTES:
+        raise UserError(
+            path, "", f"{size} bytes", f"expected a file of at most {MAX_YAML_BYTES} bytes"
+        )
+    data = path.read_bytes()
     try:
-        return yaml.safe_load(path.read_text())
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise UserError(
+            path, f"line {line}", data[exc.start : exc.start + 4], "expected UTF-8 text"
+        ) from None
+    loader = _InputLoader(text)
+    try:
+        return loader.get_single_data()
+    except _Refused as exc:
+        raise UserError(path, exc.line, exc.value, exc.allowed) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f"line {mark.line + 1}" if mark else "(parse)"
         raise UserError(
             path, line, getattr(exc, "problem", str(exc)), "expected valid YAML"
         ) from None
+    except RecursionError:
+        raise UserError(
+            path, "(parse)", "nesting", f"expected nesting at most {MAX_YAML_DEPTH} deep"
+        ) from None
+    finally:
+        loader.dispose()
 
 
 def validate(model: type[BaseModel], data: Any, file: str | Path) -> Any:

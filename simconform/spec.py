@@ -10,36 +10,42 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import Field, PrivateAttr, model_validator
 
-from simconform.errors import load_yaml, validate
-
-Vec3 = tuple[float, float, float]
-NonNeg = Annotated[float, Field(ge=0)]
-Prob = Annotated[float, Field(ge=0, lt=1)]
-Rate = Annotated[float, Field(gt=0, le=10000)]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+from simconform.errors import FieldProblem, load_yaml, validate
+from simconform.fields import (
+    MAX_NOISE,
+    RESERVED_TOPICS,
+    TRAJECTORY_FRAMES,
+    FrameId,
+    MountXyz,
+    Name,
+    NonNeg,
+    Prob,
+    Rate,
+    Rpy,
+    Signed,
+    Strict,
+    Topic,
+)
 
 
 class Mount(Strict):
     """Sensor frame in base_link: xyz (m) and roll pitch yaw (rad, fixed axes, as URDF)."""
 
-    xyz: Vec3 = (0.0, 0.0, 0.0)
-    rpy: Vec3 = (0.0, 0.0, 0.0)
+    xyz: MountXyz = (0.0, 0.0, 0.0)
+    rpy: Rpy = (0.0, 0.0, 0.0)
 
 
 class ScalarNoise(Strict):
-    bias: float = 0.0
+    bias: Signed = 0.0
     sigma: NonNeg = 0.0
 
 
 class AxisNoise(Strict):
     """Per-axis noise: bias, white Gaussian sigma and (IMU) bias random walk per sqrt(s)."""
 
-    bias: Vec3 = (0.0, 0.0, 0.0)
+    bias: tuple[Signed, Signed, Signed] = (0.0, 0.0, 0.0)
     sigma: tuple[NonNeg, NonNeg, NonNeg] = (0.0, 0.0, 0.0)
     bias_walk: tuple[NonNeg, NonNeg, NonNeg] = (0.0, 0.0, 0.0)
 
@@ -83,8 +89,8 @@ class Tolerances(Strict):
 
 class _Sensor(Strict):
     rate_hz: Rate
-    topic: str | None = None
-    frame_id: str | None = None
+    topic: Topic | None = None
+    frame_id: FrameId | None = None
     mount: Mount = Mount()
     dropout: Dropout = Dropout()
     latency: Latency = Latency()
@@ -193,10 +199,10 @@ class OdomSpec(_Sensor):
 class Intrinsics(Strict):
     """Pinhole intrinsics in pixels, ROS CameraInfo convention (pixel centres at integers)."""
 
-    fx: Annotated[float, Field(gt=0)]
-    fy: Annotated[float, Field(gt=0)]
-    cx: float
-    cy: float
+    fx: Annotated[float, Field(gt=0, le=MAX_NOISE)]
+    fy: Annotated[float, Field(gt=0, le=MAX_NOISE)]
+    cx: Signed
+    cy: Signed
 
 
 class CameraNoise(Strict):
@@ -268,8 +274,8 @@ DEFAULT_TOPICS = {
 
 
 class Spec(Strict):
-    name: str
-    base_frame: str = "base_link"
+    name: Name
+    base_frame: FrameId = "base_link"
     sensors: dict[Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_]*$")], SensorSpec] = Field(
         min_length=1
     )
@@ -278,13 +284,56 @@ class Spec(Strict):
 
     @model_validator(mode="after")
     def _unique_topics(self) -> Spec:
+        """Every topic the bag will hold is written by one sensor only, and none is the bag's
+        own (/tf, /clock, ...) or a truth topic."""
         seen: dict[str, str] = {}
         for name in self.sensors:
-            topic = self.topic(name)
-            if topic in seen:
-                raise ValueError(f"sensors {seen[topic]} and {name} both publish on {topic}")
-            seen[topic] = name
+            topic, field = self.topic(name), f"sensors.{name}.topic"
+            if topic == "/truth" or topic.startswith("/truth/"):
+                raise FieldProblem(
+                    field, topic, "expected a topic outside /truth/, which holds truth"
+                )
+            for t in self.all_topics(name):
+                if t in RESERVED_TOPICS:
+                    raise FieldProblem(field, topic, f"writes {t}, one of the bag's own topics")
+                if t in seen:
+                    raise FieldProblem(
+                        field, topic, f"writes {t}, which sensor {seen[t]} writes too"
+                    )
+                seen[t] = name
         return self
+
+    @model_validator(mode="after")
+    def _tree(self) -> Spec:
+        """The tf tree map -> odom -> base_frame -> one frame per sensor has no loop."""
+        if self.base_frame in TRAJECTORY_FRAMES:
+            raise FieldProblem(
+                "base_frame", self.base_frame, "expected a frame other than map and odom"
+            )
+        seen: dict[str, str] = {}
+        for name, s in self.sensors.items():
+            frames = [self.frame(name)]
+            if isinstance(s, CameraSpec):
+                frames.append(f"{name}_optical_frame")
+            for f in frames:
+                field = f"sensors.{name}.frame_id"
+                if f == self.base_frame or f in TRAJECTORY_FRAMES:
+                    raise FieldProblem(
+                        field, f, f"expected a frame of its own, not map, odom or {self.base_frame}"
+                    )
+                if f in seen:
+                    raise FieldProblem(field, f, f"expected a frame of its own; {seen[f]} uses it")
+                seen[f] = name
+        return self
+
+    def all_topics(self, name: str) -> list[str]:
+        """Every topic sensor `name` writes: published and truth data (and camera extras)."""
+        pub, truth = self.data_topics(name)
+        out = [pub, truth]
+        if isinstance(self.sensors[name], CameraSpec):
+            base = self.topic(name)
+            out += [f"{base}/camera_info", f"/truth{base}/depth"]
+        return out
 
     @property
     def source(self) -> Path | None:

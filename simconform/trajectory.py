@@ -32,6 +32,7 @@ from scipy.interpolate import CubicSpline
 from scipy.spatial.transform import Rotation, RotationSpline, Slerp
 
 from simconform.errors import UserError
+from simconform.fields import MAX_COORD_M
 from simconform.frames import Pose
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ QUAT_NORM_TOL = 1e-3
 TUM_COLUMNS = "t x y z qx qy qz qw"
 INTERPOLATIONS = ("spline", "linear")
 DEFAULT_INTERPOLATION = "spline"
+MAX_STAMP_S = 2**31  # builtin_interfaces/Time.sec is an int32
 LEGACY_INTERPOLATION = "linear"  # what a run.json without an "interpolation" key used
 
 
@@ -142,7 +144,15 @@ def _parse(path: Path) -> tuple[list[int], list[list[float]], list[int]]:
     if not path.is_file():
         raise UserError(path, "", str(path), "expected an existing trajectory file")
     times, rows, lines = [], [], []
-    for lineno, raw in enumerate(path.read_text().splitlines(), start=1):
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise UserError(
+            path, f"line {line}", data[exc.start : exc.start + 4], "expected UTF-8 text"
+        ) from None
+    for lineno, raw in enumerate(text.splitlines(), start=1):
         text = raw.split("#", 1)[0].strip()
         if not text:
             continue
@@ -156,12 +166,24 @@ def _parse(path: Path) -> tuple[list[int], list[list[float]], list[int]]:
                 "on every line",
             )
         try:
-            t_ns = int(Decimal(parts[0]) * 1_000_000_000)
+            t = Decimal(parts[0])
             vals = [float(p) for p in parts[1:]]
         except (InvalidOperation, ValueError):
             raise UserError(path, f"line {lineno}", raw.strip(), "expected numbers") from None
-        if not np.all(np.isfinite(vals)):
+        if not (t.is_finite() and np.all(np.isfinite(vals))):
             raise UserError(path, f"line {lineno}", raw.strip(), "expected finite numbers")
+        if not 0 <= t < MAX_STAMP_S:
+            raise UserError(
+                path,
+                f"line {lineno}.t",
+                parts[0],
+                f"expected seconds in [0, {MAX_STAMP_S}) (a ROS 2 stamp's int32 seconds)",
+            )
+        if np.max(np.abs(vals[:3])) > MAX_COORD_M:
+            raise UserError(
+                path, f"line {lineno}", raw.strip(), f"expected |x|, |y|, |z| <= {MAX_COORD_M:g} m"
+            )
+        t_ns = int(t * 1_000_000_000)
         times.append(t_ns)
         rows.append(vals)
         lines.append(lineno)

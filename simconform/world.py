@@ -10,21 +10,17 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import Field, PrivateAttr, field_validator
 
 from simconform.errors import UserError, load_yaml, validate
+from simconform.fields import Direction, Name, Rpy, Strict, Vec3
 
-Vec3 = tuple[float, float, float]
 Color = tuple[
     Annotated[float, Field(ge=0, le=1)],
     Annotated[float, Field(ge=0, le=1)],
     Annotated[float, Field(ge=0, le=1)],
 ]
 Positive = Annotated[float, Field(gt=0, le=1e5)]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Origin(Strict):
@@ -34,13 +30,13 @@ class Origin(Strict):
 
 
 class Light(Strict):
-    direction: Vec3 = (-0.4, -0.3, -1.0)
+    direction: Direction = (-0.4, -0.3, -1.0)
     ambient: float = Field(0.3, ge=0, le=1)
     diffuse: float = Field(0.7, ge=0, le=1)
 
 
 class _Primitive(Strict):
-    name: str | None = None
+    name: Name | None = None
     color: Color = (0.6, 0.6, 0.6)
     reflectivity: float = Field(0.5, ge=0, le=1, description="lidar intensity scale")
 
@@ -65,7 +61,7 @@ class Box(_Primitive):
     type: Literal["box"]
     center: Vec3
     size: tuple[Positive, Positive, Positive]
-    rpy: Vec3 = (0.0, 0.0, 0.0)
+    rpy: Rpy = (0.0, 0.0, 0.0)
 
 
 class Cylinder(_Primitive):
@@ -75,7 +71,7 @@ class Cylinder(_Primitive):
     center: Vec3
     radius: Positive
     length: Positive
-    rpy: Vec3 = (0.0, 0.0, 0.0)
+    rpy: Rpy = (0.0, 0.0, 0.0)
 
 
 class Sphere(_Primitive):
@@ -90,7 +86,7 @@ class Mesh(_Primitive):
     type: Literal["mesh"]
     file: str
     position: Vec3 = (0.0, 0.0, 0.0)
-    rpy: Vec3 = (0.0, 0.0, 0.0)
+    rpy: Rpy = (0.0, 0.0, 0.0)
     scale: Positive = 1.0
 
 
@@ -98,7 +94,7 @@ Primitive = Annotated[Plane | Box | Cylinder | Sphere | Mesh, Field(discriminato
 
 
 class World(Strict):
-    name: str
+    name: Name
     origin: Origin
     sky_color: Color = (0.55, 0.7, 0.9)
     light: Light = Light()
@@ -141,5 +137,12 @@ def _load_mesh(world_path: Path, index: int, obj: Mesh) -> np.ndarray:
     if len(mesh.faces) == 0:
         raise UserError(world_path, field, obj.file, "expected a mesh with at least one triangle")
     tri = np.asarray(mesh.triangles, dtype=float) * obj.scale
+    if not np.all(np.isfinite(tri)):
+        raise UserError(world_path, field, obj.file, "expected finite vertex coordinates")
+    area = np.linalg.norm(np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]), axis=1)
+    if not np.any(area > 0):
+        raise UserError(
+            world_path, field, obj.file, "expected a mesh with a triangle of non-zero area"
+        )
     rot = Rotation.from_euler("xyz", obj.rpy)
     return rot.apply(tri.reshape(-1, 3)).reshape(-1, 3, 3) + np.asarray(obj.position)

@@ -50,7 +50,7 @@ SPEC_CASES = [
         "greater than or equal to 0",
     ),
     ("sensors.lidar.dropout.point", 1.0, "sensors.lidar.dropout.point", "less than 1"),
-    ("sensors.lidar.rate_hz", 0, "sensors.lidar.rate_hz", "greater than 0"),
+    ("sensors.lidar.rate_hz", 0, "sensors.lidar.rate_hz", "greater than or equal to 0.01"),
     ("sensors.lidar.columns", 0, "sensors.lidar.columns", "greater than or equal to 1"),
     ("sensors.lidar.colums", 5, "sensors.lidar.colums", "unknown key"),
     ("sensors.lidar.shutter", "diagonal", "sensors.lidar.shutter", "'global' or 'rolling'"),

@@ -1,7 +1,7 @@
 """An SDF world (Gazebo) -> a simconform world YAML: `simconform import-sdf WORLD.sdf --out W.yaml`.
 
-(Longer than our ~400 lines: the two parsers below must give one result, so they live side by
-side with the one mapping they share, rather than in modules that could drift apart.)
+Length: over our ~400 lines, because the two parsers below must give one result, so they live
+side by side with the one mapping they share, rather than in modules that could drift apart.
 
 Two parsers, one result. sdformat14 (Gazebo Harmonic's own parser) is used when it imports: it
 resolves <include> (model:// through GZ_SIM_RESOURCE_PATH), `relative_to` frames and

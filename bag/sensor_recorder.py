@@ -1,0 +1,132 @@
+"""One sensor's samples as ROS 2 messages: truth on /truth/<topic>, published on <topic>.
+
+Which message type each sensor kind writes, and the fields that are derived rather than
+sampled (IMU covariances from the spec's sigmas, GNSS latitude/longitude from ENU at the world's
+origin, odometry twist from the SE(2) increment between consecutive samples).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import pymap3d
+
+from simconform.adapters.base import CameraTruth, GnssTruth, ImuTruth, LidarTruth, OdomTruth
+from simconform.bag import messages
+from simconform.bag.writer import BagRecorder, TumWriter
+from simconform.frames import Pose
+from simconform.pipeline.noise import se2_increment
+from simconform.spec import CameraSpec, GnssSpec, ImuSpec, LidarSpec, OdomSpec, Spec
+from simconform.world import World
+
+
+class SensorRecorder:
+    """One sensor's truth and published samples as messages on its topic and its truth topic."""
+
+    def __init__(self, name: str, spec: Spec, world: World, bag: BagRecorder, gt_dir: Path):
+        self.name = name
+        self.spec = spec
+        self.s = spec.sensors[name]
+        self.optical = f"{name}_optical_frame"
+        self.topic = spec.topic(name)
+        self.frame = spec.frame(name)
+        self.base = spec.base_frame
+        self.bag = bag
+        self.origin = world.origin
+        self.gt = TumWriter(gt_dir / f"{name}.tum")
+        self.mount = Pose.from_xyz_rpy(self.s.mount.xyz, self.s.mount.rpy)
+        self.prev: dict[str, OdomTruth] = {}
+        self.captures = 0
+        self.published = 0
+
+    KINDS: ClassVar[dict] = {
+        LidarSpec: messages.POINTCLOUD2,
+        ImuSpec: messages.IMU,
+        GnssSpec: messages.NAVSATFIX,
+        OdomSpec: messages.ODOMETRY,
+    }
+
+    def topics(self) -> list[tuple[str, str]]:
+        """Every (topic, type) this sensor writes, published first, then truth."""
+        pub, truth = self.spec.data_topics(self.name)
+        if isinstance(self.s, CameraSpec):
+            img = messages.COMPRESSED if self.s.encoding == "jpeg" else messages.IMAGE
+            out = [
+                (pub, img),
+                (f"{self.topic}/camera_info", messages.CAMERA_INFO),
+                (truth, messages.IMAGE),
+            ]
+            if self.s.depth:
+                out.append((f"/truth{self.topic}/depth", messages.IMAGE))
+            return out
+        kind = self.KINDS[type(self.s)]
+        return [(pub, kind), (truth, kind)]
+
+    def record(self, t_ns: int, truth, published, xyz, quat) -> None:
+        self.captures += 1
+        self.gt.write(t_ns, xyz, quat)
+        for topic, kind, msg in self._truth_msgs(truth, t_ns):
+            self.bag.push(topic, kind, msg, t_ns)
+        if published.sample is not None:
+            self.published += 1
+            for topic, kind, msg in self._published_msgs(published.sample, t_ns):
+                self.bag.push(topic, kind, msg, published.publish_ns)
+
+    def _truth_msgs(self, truth, t_ns: int):
+        topics = self.topics()
+        if isinstance(truth, CameraTruth):
+            yield topics[2][0], messages.IMAGE, messages.image_rgb8(truth.image, t_ns, self.optical)
+            if truth.depth is not None:
+                yield (
+                    topics[3][0],
+                    messages.IMAGE,
+                    messages.image_depth(truth.depth, t_ns, self.optical),
+                )
+            return
+        yield topics[1][0], topics[1][1], self._msg(truth, t_ns, "truth")
+
+    def _published_msgs(self, sample, t_ns: int):
+        topics = self.topics()
+        if isinstance(sample, CameraTruth):
+            s = self.s
+            if sample.encoded is not None:
+                yield (
+                    topics[0][0],
+                    messages.COMPRESSED,
+                    messages.compressed(sample.encoded, t_ns, self.optical),
+                )
+            else:
+                yield (
+                    topics[0][0],
+                    messages.IMAGE,
+                    messages.image_rgb8(sample.image, t_ns, self.optical),
+                )
+            info = messages.camera_info(s.k(), s.width, s.height, t_ns, self.optical)
+            yield topics[1][0], messages.CAMERA_INFO, info
+            return
+        yield topics[0][0], topics[0][1], self._msg(sample, t_ns, "pub")
+
+    def _msg(self, sample, t_ns: int, which: str):
+        s = self.s
+        if isinstance(sample, LidarTruth):
+            return messages.cloud(sample, t_ns, self.frame)
+        if isinstance(sample, ImuTruth):
+            av = np.square(s.noise.accel.sigma)
+            gv = np.square(s.noise.gyro.sigma)
+            return messages.imu(sample, t_ns, self.frame, av, gv, with_orientation=which == "truth")
+        if isinstance(sample, GnssTruth):
+            o = self.origin
+            lla = pymap3d.enu2geodetic(*sample.enu, o.lat, o.lon, o.alt)
+            return messages.navsat(lla, t_ns, self.frame, np.square(s.noise.position.sigma))
+        if isinstance(sample, OdomTruth):
+            prev = self.prev.get(which)
+            twist = np.zeros(3) if prev is None else se2_increment(prev, sample) * s.rate_hz
+            self.prev[which] = sample
+            var = np.square(s.noise.increment.sigma) * s.rate_hz
+            return messages.odometry(sample, twist, t_ns, "odom", self.base, var)
+        raise TypeError(type(sample).__name__)
+
+    def close(self) -> None:
+        self.gt.close()
