@@ -1,0 +1,125 @@
+"""What runs inside a worker: one cell's run and verification, and the result it sends back.
+
+The executors submit `timed_cell` by reference: spawned pool workers and Ray tasks import it
+as simconform.campaign.cell.timed_cell, so it stays a module-level function of this module.
+A result is a plain dict ({"status": "ran" | "error" | "crashed", ...}) because it must pickle
+back; `Outcome` is what an executor yields per finished cell.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import socket
+import tarfile
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Literal
+
+from simconform.campaign.plan import Cell
+from simconform.campaign.store import TOKEN_FILE
+from simconform.provenance import sha256
+
+
+def execute_cell(
+    cell: Cell,
+    mode: Literal["shared", "auto", "archive"] = "shared",
+    token: str | None = None,
+    spec_text: str | None = None,
+    scene_files: dict[str, bytes] | None = None,
+) -> dict:
+    """Run and verify one cell in this (worker) process.
+
+    Never raises: not every exception pickles back (UserError does not), so failures come
+    back as {"status": "error", ...}. Only the death of the process itself is a crash.
+    """
+    try:
+        from simconform.registry import BACKENDS
+
+        BACKENDS.setdefault(cell.backend, cell.backend_entry)
+        if mode == "shared" or (mode == "auto" and _sees_driver(cell, token)):
+            # what an attempt killed mid-run left behind (the folder is the campaign's own)
+            shutil.rmtree(cell.out, ignore_errors=True)
+            verdict, complete = _run(cell, cell.spec, cell.world, cell.trajectory, Path(cell.out))
+            return {"status": "ran", "verdict": verdict, "complete": complete, "transfer": "shared"}
+        if spec_text is None or scene_files is None:
+            raise RuntimeError("this worker cannot see the campaign folder and got no inputs")
+        with tempfile.TemporaryDirectory(prefix="simconform-cell-") as tmp:
+            t = Path(tmp)
+            (t / "spec").mkdir()
+            spec = t / "spec" / Path(cell.spec).name
+            spec.write_text(spec_text)
+            for rel, data in scene_files.items():
+                dest = t / "scene" / rel
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(data)
+            scene = t / "scene"
+            verdict, complete = _run(
+                cell, spec, scene / cell.world_rel, scene / cell.trajectory_rel, t / "run"
+            )
+            buf = io.BytesIO()
+            with tarfile.open(fileobj=buf, mode="w") as tar:
+                tar.add(t / "run", arcname=".")
+            return {
+                "status": "ran",
+                "verdict": verdict,
+                "complete": complete,
+                "transfer": "archive",
+                "archive": buf.getvalue(),
+            }
+    except Exception as exc:
+        return {
+            "status": "error",
+            "error": f"{type(exc).__name__}: {' '.join(str(exc).split())}",
+            "traceback": traceback.format_exc(limit=8),
+        }
+
+
+def _run(cell: Cell, spec, world, trajectory, out: Path) -> tuple[str, bool]:
+    from simconform.run import RunConfig, run
+    from simconform.verify.verifier import verify_run
+
+    cfg = RunConfig(
+        world=Path(world),
+        spec=Path(spec),
+        trajectory=Path(trajectory),
+        backend=cell.backend,
+        seed=cell.seed,
+        out=out,
+        duration=cell.duration,
+        storage=cell.storage,
+        interpolation=cell.interpolation,
+        force=False,
+    )
+    result = run(cfg, progress=False)
+    report = verify_run(result.out, cell.confidence)
+    return report["verdict"], bool(report["run"]["complete"])
+
+
+def timed_cell(cell: Cell, *args: Any) -> dict:
+    """execute_cell plus where and how long it ran (what the executors submit)."""
+    t0 = time.monotonic()
+    res = execute_cell(cell, *args)
+    res.update(pid=os.getpid(), host=socket.gethostname(), wall_s=time.monotonic() - t0)
+    return res
+
+
+def _sees_driver(cell: Cell, token: str | None) -> bool:
+    """True on a filesystem shared with the driver: its token and identical inputs are here."""
+    try:
+        if token is None or (Path(cell.root) / TOKEN_FILE).read_text().strip() != token:
+            return False
+        return all(sha256(Path(p)) == sha for p, sha in cell.files)
+    except OSError:
+        return False
+
+
+Outcome = tuple[Cell, dict, int]  # cell, worker result, attempts
+
+
+def crashed(why: str) -> dict:
+    """The result of a cell whose worker process died (no result of its own came back)."""
+    return {"status": "crashed", "error": why}

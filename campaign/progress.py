@@ -1,0 +1,78 @@
+"""Campaign progress on the terminal: one rich bar, a line per finished cell."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+
+SYMBOL = {
+    "pass": "[green]✓[/]",
+    "fail": "[bold red]✗[/]",
+    "inconclusive": "[yellow]?[/]",
+    "not_applicable": "[dim]-[/]",
+    "crashed": "[bold red]☠[/]",
+    "error": "[bold red]![/]",
+    "not_run": "[dim]·[/]",
+}
+
+
+class CampaignProgress:
+    """One rich bar for the campaign, a line per finished cell; silent when not a terminal."""
+
+    def __init__(self, total: int, resumed, enabled: bool | None) -> None:
+        self.counts: Counter[str] = Counter(r["status"] for r in resumed)
+        self.total = total
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.p = None
+
+    def __enter__(self) -> CampaignProgress:
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self.p = Progress(
+                "[progress.description]{task.description}",
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=Console(stderr=True, highlight=False),
+                transient=False,
+            )
+            self.p.start()
+            self.task = self.p.add_task(self._desc(), total=self.total, completed=self.total_done)
+            if self.total_done:
+                self.p.console.print(f"resuming: {self.total_done} cells already done")
+        return self
+
+    @property
+    def total_done(self) -> int:
+        return sum(self.counts.values())
+
+    def _desc(self) -> str:
+        parts = [f"{SYMBOL[s]}{n}" for s, n in sorted(self.counts.items())]
+        return "campaign " + " ".join(parts)
+
+    def done(self, rec: dict) -> None:
+        from rich.markup import escape
+
+        self.counts[rec["status"]] += 1
+        if self.p is None:
+            return
+        wall = f" {rec['wall_s']:.1f} s" if rec.get("wall_s") else ""
+        note = f" ({escape(str(rec['error']))})" if rec.get("error") else ""
+        tries = f", attempt {rec['attempts']}" if rec["attempts"] > 1 else ""
+        self.p.console.print(
+            f"{SYMBOL[rec['status']]} {rec['id']}: {rec['status']}{wall}{tries}{note}"
+        )
+        self.p.update(self.task, completed=self.total_done, description=self._desc())
+
+    def __exit__(self, *exc) -> None:
+        if self.p is not None:
+            self.p.stop()
