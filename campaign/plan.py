@@ -17,18 +17,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BeforeValidator, Field, ValidationError
 
 from simconform import __version__
 from simconform.errors import UserError, from_validation, load_yaml, validate
+from simconform.fields import Strict
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_]{0,39}$"
 MAX_SEED = 2**63
 NOISE_SCALE = "noise_scale"
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 def _seed_list(v: Any) -> Any:
@@ -54,7 +51,7 @@ Seed = Annotated[int, Field(ge=0, lt=MAX_SEED, strict=True)]
 Name = Annotated[str, Field(pattern=NAME)]
 
 
-class WorldEntry(_Strict):
+class WorldEntry(Strict):
     """One world and the trajectory driven through it; `name` defaults to the world's stem."""
 
     world: Path
@@ -62,7 +59,7 @@ class WorldEntry(_Strict):
     name: Name | None = None
 
 
-class CampaignFile(_Strict):
+class CampaignFile(Strict):
     """The campaign YAML. Defaults: the demo spec and world, the reference backend."""
 
     name: Name | None = None
