@@ -21,10 +21,10 @@ from simconform.adapters.shading import (
     srgb_decode,
     srgb_encode,
 )
-from simconform.compare import CameraTruthDiff
-from simconform.explain.camera import EDGE_AGREEMENT_MIN, edge_agreement, edge_map
 from simconform.spec import Spec
 from simconform.trajectory import Trajectory, load_trajectory
+from simconform.verify.compare import CameraTruthDiff
+from simconform.verify.compare.explain.camera import EDGE_AGREEMENT_MIN, edge_agreement, edge_map
 from simconform.world import World, load_world
 
 # ------------------------------------------------------------------ sRGB transfer function

@@ -21,8 +21,10 @@ from typer.testing import CliRunner
 from conftest import demo_spec, write_yaml
 from simconform.bag.messages import CLOUD_DTYPE, TYPESTORE, serialize
 from simconform.cli import app
-from simconform.compare import (
-    SSIM_K1,
+from simconform.errors import UserError
+from simconform.run import RunConfig, run
+from simconform.spec import Spec
+from simconform.verify.compare import (
     CompareConfig,
     Series,
     compare,
@@ -33,9 +35,7 @@ from simconform.compare import (
     tost_level,
     tost_verdict,
 )
-from simconform.errors import UserError
-from simconform.run import RunConfig, run
-from simconform.spec import Spec
+from simconform.verify.compare.camera import SSIM_K1
 
 DURATION = 1.0
 OFFSET = 0.005  # m along every truth ray
@@ -296,9 +296,9 @@ def test_reference_vs_mujoco_lidar_agrees(runs, tmp_path) -> None:
 def test_replay_run_compared_with_the_run_it_replays(tmp_path: Path) -> None:
     """Issue 5: `compare` accepts a replay run against a run of the same world and spec."""
     from simconform.adapters.replay import ReplayConfig, replay
-    from simconform.compare import CompareConfig, compare_runs
     from simconform.demo import DEMO_SPEC, DEMO_WORLD
     from simconform.run import RunConfig, run
+    from simconform.verify.compare import CompareConfig, compare_runs
 
     spec = yaml.safe_load(DEMO_SPEC.read_text())
     spec["sensors"] = {k: spec["sensors"][k] for k in ("lidar", "imu", "gnss", "odom")}

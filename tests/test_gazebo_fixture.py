@@ -38,7 +38,7 @@ def manifest() -> dict:
 def bag_truth(topic: str) -> dict[int, object]:
     """header.stamp -> message of one truth topic of the fixture's bag."""
     from simconform.bag.messages import stamp_ns
-    from simconform.compare import _open_bag
+    from simconform.verify.compare.streams import _open_bag
 
     reader = _open_bag(RUN / "bag")
     try:

@@ -82,8 +82,8 @@ def test_the_45_degree_column_wraps_for_the_bundled_specs() -> None:
 def test_emulated_sweep_sees_a_wall_along_the_texel_rays(short_run) -> None:
     """On the demo world the emulation's ranges are the exact casts along the texel-centre
     rays: the same as the reference's where a texel looks exactly along a nominal ray."""
-    from simconform.explain.inputs import run_inputs
     from simconform.raycast import Scene
+    from simconform.verify.compare.explain.inputs import run_inputs
 
     manifest = json.loads((short_run / "run.json").read_text())
     world, motion = run_inputs(manifest)
@@ -108,7 +108,7 @@ def test_explainer_on_its_own_model_and_on_a_wrapped_column(short_run) -> None:
     """Fed the model's own output, every ray is `model` and there is no anomaly; with one
     column replaced by what the wrapped texel sees, that column is the one anomaly and the
     wrap hypothesis reproduces all of it."""
-    from simconform.explain.lidar import GazeboLidarExplainer
+    from simconform.verify.compare.explain.lidar import GazeboLidarExplainer
 
     manifest = json.loads((short_run / "run.json").read_text())
     s = Spec.model_validate(manifest["spec_content"]).sensors["lidar"]
@@ -138,7 +138,7 @@ def test_explainer_on_its_own_model_and_on_a_wrapped_column(short_run) -> None:
 def test_predicted_difference_is_b_minus_a_whichever_run_is_gazebo(short_run, side) -> None:
     """The model's predicted range difference has compare's sign (B - A): with the other
     engine 1 % farther than the model, it is negative when Gazebo is B, positive when A."""
-    from simconform.explain.lidar import GazeboLidarExplainer
+    from simconform.verify.compare.explain.lidar import GazeboLidarExplainer
 
     manifest = json.loads((short_run / "run.json").read_text())
     s = Spec.model_validate(manifest["spec_content"]).sensors["lidar"]

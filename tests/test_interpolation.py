@@ -16,7 +16,6 @@ from scipy.spatial.transform import Rotation, Slerp
 
 from conftest import bag_digest, cli
 from simconform.adapters.kinematics import rates
-from simconform.compare import check_comparable
 from simconform.demo import DEMO_SPEC, DEMO_TRAJECTORY, DEMO_WORLD
 from simconform.errors import UserError
 from simconform.frames import Pose
@@ -24,6 +23,7 @@ from simconform.pipeline.schedule import capture_times
 from simconform.run import RunConfig, load_inputs, run
 from simconform.spec import load_spec
 from simconform.trajectory import Trajectory, load_trajectory
+from simconform.verify.compare import check_comparable
 from simconform.world import load_world
 
 POS_DELTA_NS = 100_000  # one-sided stencil steps; knots are >= 15 ms apart

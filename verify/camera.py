@@ -27,7 +27,7 @@ from simconform.pipeline.rng import stable_id
 from simconform.spec import CameraSpec
 from simconform.verify import stats
 from simconform.verify import tolerances as tl
-from simconform.verify.metrics import Accumulator, metric, not_applicable
+from simconform.verify.accumulator import Accumulator, metric, not_applicable
 from simconform.verify.pairing import Pair
 
 PREDICTION_ENTROPY = 0x5C0F_C0DE  # the verifier's own stream, never the run's seed

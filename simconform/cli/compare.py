@@ -11,8 +11,13 @@ from rich.console import Console
 from rich.table import Table
 
 from simconform.cli.common import exit_code
-from simconform.compare import PSNR_MIN, RANGE_TOLERANCE, CompareConfig, compare
-from simconform.compare_report import console_rows
+from simconform.verify.compare import (
+    PSNR_MIN,
+    RANGE_TOLERANCE,
+    CompareConfig,
+    compare,
+    console_rows,
+)
 from simconform.verify.report import SYMBOL
 
 

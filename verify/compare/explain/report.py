@@ -1,4 +1,4 @@
-"""How compare's explanation of a Gazebo lidar (simconform/explain/lidar.py) reads in
+"""How compare's explanation of a Gazebo lidar (verify/compare/explain/lidar.py) reads in
 compare.md, and its plot `<sensor>_explained.png`."""
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ EXPLAIN_LABELS = {
 
 
 def explained_markdown(sensor: str, ex: dict) -> list[str]:
-    """The Gazebo lidar explanation (simconform/explain/lidar.py): classes, anomalies, leftovers."""
+    """The Gazebo lidar explanation (verify/compare/explain/lidar.py): classes, anomalies,
+    leftovers."""
     pred = ex.get("predicted", {})
     out = [
         "",
@@ -72,7 +73,7 @@ def explained_markdown(sensor: str, ex: dict) -> list[str]:
 
 
 def explained_plot(path: Path, sensor: str, ex, report: dict) -> Path | None:
-    """What the engine model leaves (simconform/explain/lidar.py): unexplained share per ray,
+    """What the engine model leaves (verify/compare/explain/lidar.py): unexplained share per ray,
     anomalies marked, and the share of rays in each class."""
     if not ex.sweeps:
         return None

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from simconform.errors import UserError
-from simconform.explain.inputs import gazebo_side, run_inputs
 from simconform.spec import Spec
+from simconform.verify.compare.explain.inputs import gazebo_side, run_inputs
 
 EDGE_STEP = 8.0  # grey levels: a luminance step at least this high makes edge pixels
 EDGE_AGREEMENT_MIN = 0.95  # Dice of the two edge maps, when one side is a gazebo run

@@ -54,9 +54,9 @@ class GazeboLidarExplainer:
 
     def __init__(self, manifest: dict, spec: LidarSpec, side: int = 1) -> None:
         from simconform.adapters.gazebo import gpu_rays
-        from simconform.explain.inputs import run_inputs
         from simconform.frames import Pose
         from simconform.raycast import Scene
+        from simconform.verify.compare.explain.inputs import run_inputs
         from simconform.world import Cylinder, Sphere
 
         self.world, self.motion = run_inputs(manifest)

@@ -1,0 +1,144 @@
+"""compare's PNG plots: where lidar truth disagrees, the worst camera frame, the published error
+distributions of A and B, and the equivalence chart, in the style of verify/plots.py."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from simconform.verify.compare.camera import CameraTruthDiff
+from simconform.verify.compare.explain.report import explained_plot
+from simconform.verify.compare.lidar import LidarTruthDiff
+from simconform.verify.compare.published import metric_names
+from simconform.verify.plots import MAX_HIST, _plt, interval_chart, ray_map_figure
+from simconform.verify.report import fmt
+
+if TYPE_CHECKING:
+    from simconform.verify.compare.runner import Comparison
+
+
+def lidar_plot(path: Path, sensor: str, diff) -> Path | None:
+    """Where the engines disagree: rate per ring and azimuth column, and the range histogram."""
+    if diff.captures == 0:
+        return None
+    plt = _plt()
+    fig, _map, ax = ray_map_figure(
+        diff.disagree / diff.captures,
+        f"{sensor}: share of sweeps where A and B disagree "
+        f"(hit/no-hit, or |Δr| > {fmt(diff.tol)} m)",
+    )
+    d = np.concatenate(diff.diffs) if diff.diffs else np.zeros(0)
+    if d.size:
+        if d.size > MAX_HIST:
+            d = np.random.default_rng(0).choice(d, MAX_HIST, replace=False)
+        ax.hist(d * 1e3, bins=80, color="#8fb8de")
+        ax.set_yscale("log")
+    ax.set_xlabel("range B - A (mm), rays where both hit")
+    ax.set_title("range difference")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def camera_plot(path: Path, sensor: str, diff) -> Path | None:
+    """The frame with the lowest PSNR: A, B and |B - A|."""
+    if diff.worst is None:
+        return None
+    plt = _plt()
+    p, t_ns, a, b = diff.worst
+    d = np.abs(b.astype(np.int16) - a.astype(np.int16)).max(axis=2)
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    axes[0].imshow(a)
+    axes[0].set_title(f"{sensor}: truth A at {t_ns / 1e9:.3f} s")
+    axes[1].imshow(b)
+    axes[1].set_title("truth B")
+    im = axes[2].imshow(d, cmap="magma", vmin=0, vmax=max(1, int(d.max())))
+    ptxt = "inf" if math.isinf(p) else f"{p:.1f}"
+    axes[2].set_title(f"|B - A| (max over channels), PSNR {ptxt} dB")
+    fig.colorbar(im, ax=axes[2], fraction=0.035)
+    for ax in axes:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def published_plot(path: Path, sensor: str, fields: dict, metrics: dict) -> Path | None:
+    """Published error distributions of A and B overlaid, per field."""
+
+    def spread(x: np.ndarray) -> bool:
+        return len(x) > 0 and float(x.max()) > float(x.min())
+
+    # a constant field (a fixed latency) has nothing to overlay
+    fields = {
+        k: v
+        for k, v in fields.items()
+        if len(v[0]) and len(v[1]) and (spread(v[0]) or spread(v[1]))
+    }
+    if not fields:
+        return None
+    plt = _plt()
+    n = len(fields)
+    cols = min(3, n)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.0 * rows), squeeze=False)
+    rng = np.random.default_rng(0)
+    for ax, (name, (a, b, unit)) in zip(axes.flat, fields.items()):
+        a = a if a.size <= MAX_HIST else rng.choice(a, MAX_HIST, replace=False)
+        b = b if b.size <= MAX_HIST else rng.choice(b, MAX_HIST, replace=False)
+        lo, hi = float(min(a.min(), b.min())), float(max(a.max(), b.max()))
+        bins = np.linspace(lo, hi if hi > lo else lo + 1e-9, 81)
+        ax.hist(a, bins=bins, density=True, histtype="step", lw=1.5, label="A", color="#0969da")
+        ax.hist(b, bins=bins, density=True, histtype="step", lw=1.2, label="B", color="#cf222e")
+        m = metrics.get(name) or metrics.get(metric_names(name)[0], {})
+        ks = m.get("ks_p")
+        ax.set_title(f"{sensor}: {name}" + (f" (KS p {fmt(ks)})" if ks is not None else ""))
+        ax.set_xlabel(unit)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def equivalence_plot(path: Path, report: dict) -> Path | None:
+    """Each published metric's interval of B - A in units of its equivalence bound."""
+    items = []
+    for sensor, metrics in report["published"].items():
+        for name, m in metrics.items():
+            if "difference" not in m or m["ci"][0] is None or not m["tolerance"][1]:
+                continue
+            bound = m["tolerance"][1]
+            norm = (m["difference"] / bound, *(c / bound for c in m["ci"]))
+            items.append((f"{sensor}.{name}", norm, m["verdict"]))
+    return interval_chart(
+        path,
+        items,
+        "(B - A) / equivalence bound (interval as bar, clipped at ±3)",
+        "published errors: B equivalent to A?",
+    )
+
+
+def write_plots(out: Path, res: Comparison) -> list[Path]:
+    paths: list[Path | None] = []
+    for sensor, diff in res.truth_diffs.items():
+        if isinstance(diff, LidarTruthDiff):
+            paths.append(lidar_plot(out / f"{sensor}_disagreement.png", sensor, diff))
+            ex = getattr(diff, "explainer", None)
+            if ex is not None:
+                rep = res.report["explained"][sensor]
+                paths.append(explained_plot(out / f"{sensor}_explained.png", sensor, ex, rep))
+        elif isinstance(diff, CameraTruthDiff):
+            paths.append(camera_plot(out / f"{sensor}_worst_frame.png", sensor, diff))
+    for sensor, fields in res.samples.items():
+        metrics = res.report["published"].get(sensor, {})
+        paths.append(published_plot(out / f"{sensor}_published.png", sensor, fields, metrics))
+    paths.append(equivalence_plot(out / "equivalence.png", res.report))
+    return [p for p in paths if p is not None]
