@@ -58,8 +58,8 @@ CONVENTIONS = Registry(
     "axis convention",
     "convention",
     {
-        "ros": "simconform.replay_map:ros_axes",
-        "unity": "simconform.replay_map:unity_to_ros",
+        "ros": "simconform.adapters.replay.map:ros_axes",
+        "unity": "simconform.adapters.replay.map:unity_to_ros",
     },
 )
 

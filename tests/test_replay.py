@@ -27,18 +27,13 @@ from typer.testing import CliRunner
 
 from conftest import REPO, write_yaml
 from simconform.adapters.reference import ReferenceBackend
-from simconform.adapters.replay import (
-    PairStats,
-    RayGrid,
-    ReplayConfig,
-    SourceBag,
-    pair_by_direction,
-    replay,
-)
+from simconform.adapters.replay import ReplayConfig, replay
+from simconform.adapters.replay.map import check_against_spec, load_map, unity_to_ros
+from simconform.adapters.replay.pairing import PairStats, RayGrid, pair_by_direction
+from simconform.bag.reader import SourceBag
 from simconform.cli import app
 from simconform.errors import UserError
 from simconform.frames import Pose
-from simconform.replay_map import check_against_spec, load_map, unity_to_ros
 from simconform.run import RunConfig, run
 from simconform.spec import Spec, load_spec
 from simconform.trajectory import Trajectory

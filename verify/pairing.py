@@ -11,9 +11,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from rosbags.highlevel import AnyReader
-
 from simconform.bag.messages import TYPESTORE, stamp_ns
+from simconform.bag.reader import open_bag
 from simconform.errors import UserError
 
 
@@ -57,13 +56,7 @@ def stream_pairs(
         role[truth_topic] = (sensor, True)
     wanted = set(role)
     pending: dict[str, dict[int, object]] = {s: {} for s in topics}
-    try:
-        reader = AnyReader([bag], default_typestore=TYPESTORE)
-        reader.open()
-    except Exception as exc:  # rosbags raises several types for unreadable bags
-        raise UserError(
-            bag, "bag", str(bag), f"expected a readable rosbag2 directory ({exc})"
-        ) from None
+    reader = open_bag(bag, typestore=TYPESTORE)
     try:
         present = {c.topic for c in reader.connections}
         missing = sorted(wanted - present)

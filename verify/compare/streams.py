@@ -45,18 +45,10 @@ def _decoder(s, part: str) -> Callable[[Any], Any]:
 
 
 def _open_bag(bag: Path):
-    from rosbags.highlevel import AnyReader
-
     from simconform.bag.messages import TYPESTORE
+    from simconform.bag.reader import open_bag
 
-    try:
-        reader = AnyReader([bag], default_typestore=TYPESTORE)
-        reader.open()
-    except Exception as exc:  # rosbags raises several types for unreadable bags
-        raise UserError(
-            bag, "bag", str(bag), f"expected a readable rosbag2 directory ({exc})"
-        ) from None
-    return reader
+    return open_bag(bag, typestore=TYPESTORE)
 
 
 def _truth_stream(

@@ -1,0 +1,35 @@
+"""The ground-truth motion of a replay: base_link's pose at any time from sampled poses."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.interpolate import CubicSpline
+from scipy.spatial.transform import Rotation, RotationSpline
+
+from simconform.frames import Pose
+
+
+class PoseStream:
+    """Ground-truth motion of base_link in the map frame from sampled poses.
+
+    Cubic spline in position and a rotation spline in orientation, so velocity and the IMU's
+    second differences are continuous: linear interpolation would put all acceleration into
+    spikes at the samples. Implements the backends' Motion protocol.
+    """
+
+    def __init__(self, times_ns: np.ndarray, positions: np.ndarray, rotations: Rotation) -> None:
+        self.times_ns = np.asarray(times_ns, dtype=np.int64)
+        self.positions = np.asarray(positions, dtype=float)
+        self.rotations = rotations
+        self.start_ns = int(self.times_ns[0])
+        self.end_ns = int(self.times_ns[-1])
+        rel = (self.times_ns - self.start_ns) * 1e-9
+        self._pos = CubicSpline(rel, self.positions, axis=0)
+        self._rot = RotationSpline(rel, rotations)
+
+    def pose_at(self, t_ns: int | np.ndarray) -> Pose:
+        t = np.asarray(t_ns, dtype=np.int64)
+        if t.size and (t.min() < self.start_ns or t.max() > self.end_ns):
+            raise ValueError(f"time outside ground truth [{self.start_ns}, {self.end_ns}] ns")
+        rel = (t - self.start_ns) * 1e-9
+        return Pose(np.asarray(self._pos(rel)), self._rot(rel))

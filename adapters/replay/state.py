@@ -1,0 +1,84 @@
+"""What a replay carries from its first pass to its second: config, mapped sensors, result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from simconform.adapters.replay.map import SensorTopic
+from simconform.adapters.replay.motion import PoseStream
+from simconform.adapters.replay.pairing import PairStats, RayGrid
+from simconform.frames import Pose
+from simconform.spec import ImuSpec, LidarSpec
+from simconform.trajectory import format_seconds
+
+
+@dataclass
+class ReplayConfig:
+    """The command's inputs: world and spec default to the map's `world:` and `spec:`."""
+
+    bag: Path
+    map: Path
+    out: Path
+    world: Path | None = None
+    spec: Path | None = None
+    force: bool = False
+
+
+@dataclass
+class ReplayResult:
+    """The run folder written, whether the source was read to its end (else why not), the
+    truth mode ("topics" or "recompute") and run.json's replay section."""
+
+    out: Path
+    complete: bool
+    reason: str | None
+    truth: str
+    replay: dict
+
+
+@dataclass
+class Sensor:
+    """One mapped sensor: where it is in the source, where it goes in our bag, and counts."""
+
+    name: str
+    s: Any  # the spec's sensor
+    entry: SensorTopic
+    msgtype: str
+    out_topic: str
+    frame: str
+    mount: Pose
+    truth_topic: str | None = None  # source truth topic (truth: topics)
+    stamps: list[int] = field(default_factory=list)  # published stamps, stream order
+    logs: list[int] = field(default_factory=list)
+    truth_stamps: list[int] = field(default_factory=list)
+    truth_seen: set[int] = field(default_factory=set)
+    pub_seen: set[int] = field(default_factory=set)
+    last: dict[str, int] = field(default_factory=dict)
+    kept: set[int] = field(default_factory=set)
+    missing_after: dict[int, list[int]] = field(default_factory=dict)
+    skipped: int = 0
+    captures: list[int] = field(default_factory=list)  # truth stamps written
+    published: int = 0
+    stats: PairStats | None = None
+    pending: dict[int, RayGrid] = field(default_factory=dict)
+
+    @property
+    def is_lidar(self) -> bool:
+        return isinstance(self.s, LidarSpec)
+
+    def window_ok(self, t: int, motion: PoseStream) -> bool:
+        """Whether the capture's whole time window lies inside the ground truth."""
+        lo, hi = t, t
+        if isinstance(self.s, LidarSpec):
+            hi = t + round(float(self.s.column_offsets_s()[-1]) * 1e9)
+        elif isinstance(self.s, ImuSpec):
+            h = round(1e9 / self.s.rate_hz)
+            lo, hi = t - h, t + h
+        return motion.start_ns <= lo and hi <= motion.end_ns
+
+
+def sec(t_ns: int) -> str:
+    """A stamp in seconds, as error messages and run.json write it."""
+    return format_seconds(int(t_ns))

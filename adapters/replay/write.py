@@ -1,0 +1,268 @@
+"""The second pass of a replay: the run folder in our own layout, from the scanned bag.
+
+Published messages are re-recorded with the source's log (receive) time, so latency is log
+time - header.stamp as in our runs; clouds are re-organized into the spec's rings x columns
+in the sensor frame. Truth, from the bag's truth topics or recomputed, is logged at its
+capture stamp on /truth/<spec topic>; /tf carries the ground-truth motion, gt/ its poses,
+and run.json the replay's own section (source, pairing quality, warnings).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simconform import __version__
+from simconform.adapters.replay.convert import published_cloud, to_ours, truth_cloud
+from simconform.adapters.replay.pairing import RayGrid
+from simconform.adapters.replay.scan import Scan
+from simconform.adapters.replay.state import ReplayResult, Sensor, sec
+from simconform.adapters.replay.truth import Recompute, write_gt
+from simconform.bag import messages
+from simconform.bag.messages import stamp_ns
+from simconform.bag.writer import BagRecorder
+from simconform.errors import UserError
+from simconform.frames import Pose
+from simconform.outdir import write_json_atomic
+from simconform.progress import progress_bar
+from simconform.provenance import git_commit, sha256
+
+CLOCK_WARN_S = 60.0  # |log time - stamp| beyond this: the bag's clocks are not comparable
+
+
+class Replay(Scan):
+    """A scanned replay that writes its run folder (`write`, into a folder that exists)."""
+
+    recompute: Recompute | None = None
+
+    # ----------------------------------------------------------------- pass 2
+
+    def write(self, out: Path) -> ReplayResult:
+        (out / "gt").mkdir()
+        self.recompute = (
+            Recompute(self.world, self.spec, self.motion, self.sensors)
+            if self.truth == "recompute"
+            else None
+        )
+        stamps = [t for sn in self.sensors for t in sn.kept]
+        start, end = min(stamps), max(stamps)
+        for sn in self.sensors:
+            for v in sn.missing_after.values():
+                end = max(end, *v)
+        bag = BagRecorder(out / "bag", "mcap")
+        for sn in self.sensors:
+            bag.connection(sn.out_topic, sn.msgtype)
+            bag.connection("/truth" + sn.out_topic, sn.msgtype)
+        bag.connection("/tf", messages.TFMESSAGE)
+        bag.connection("/tf_static", messages.TFMESSAGE, latched=True)
+        ident = Pose.identity()
+        static = [(start, "map", "odom", ident.t, ident.quat())]
+        static += [
+            (start, self.spec.base_frame, sn.frame, sn.mount.t, sn.mount.quat())
+            for sn in self.sensors
+        ]
+        first_log = int(self.suffix_min[0]) if len(self.suffix_min) else start
+        static_msg = messages.transforms(static)
+        bag.push("/tf_static", messages.TFMESSAGE, static_msg, min(start, first_log))
+        tf_next = 0
+        bar = progress_bar(self.n_stream, None)
+        try:
+            stream = self.src.messages(set(self.roles))
+            for i, (topic, msgtype, log_ns, raw) in enumerate(stream, start=1):
+                if i > self.n_stream:
+                    break
+                if bar is not None and i % 500 == 0:
+                    bar.update(i)
+                role, sn = self.roles[topic]
+                if role != "pose":
+                    msg = self._deserialize(topic, msgtype, raw)
+                    self._process(bag, sn, role, topic, msg, log_ns)
+                mark = int(self.suffix_min[i]) - 1 if i < self.n_stream else None
+                tf_next = self._push_tf(bag, tf_next, mark)
+                if mark is not None:
+                    bag.advance(mark)
+            self._push_tf(bag, tf_next, None)
+        finally:
+            bag.close()
+            if bar is not None:
+                bar.close()
+        if self.motion is not None:
+            write_gt(out / "gt", self.motion, self.sensors)
+        complete = self.stop_reason is None
+        reason = None if complete else f"source bag truncated or damaged: {self.stop_reason}"
+        section = self._section(start, end)
+        manifest = self._manifest(start, end, complete, reason, section)
+        write_json_atomic(out / "run.json", manifest)
+        return ReplayResult(out, complete, reason, self.truth, section)
+
+    def _push_tf(self, bag: BagRecorder, j: int, mark: int | None) -> int:
+        m = self.motion
+        if m is None:
+            return j
+        n = len(m.times_ns)
+        stop = n if mark is None else int(np.searchsorted(m.times_ns, mark, side="right"))
+        if stop > j:
+            poses = Pose(m.positions[j:stop], m.rotations[j:stop])
+            q = poses.quat()
+            for k in range(stop - j):
+                t = int(m.times_ns[j + k])
+                tf = messages.transforms([(t, "odom", self.spec.base_frame, poses.t[k], q[k])])
+                bag.push("/tf", messages.TFMESSAGE, tf, t)
+        return max(j, stop)
+
+    def _process(
+        self, bag: BagRecorder, sn: Sensor, role: str, topic: str, msg: Any, log_ns: int
+    ) -> None:
+        st = stamp_ns(msg.header)
+        if st not in sn.kept:
+            return
+        truth_topic = "/truth" + sn.out_topic
+        if role == "truth":  # truth: topics
+            with self._usable(topic, sn, st):
+                if sn.is_lidar:
+                    lt = truth_cloud(sn, msg)
+                    if st in sn.pub_seen:
+                        elev = sn.s.rings.elevations()
+                        sn.pending[st] = RayGrid.from_truth(lt.points, lt.directions, elev)
+                    out = messages.cloud(lt, st, sn.frame)
+                else:
+                    out = to_ours(msg, sn.msgtype)
+            bag.push(truth_topic, sn.msgtype, out, log_ns)
+            sn.captures.append(st)
+            return
+        if self.truth == "recompute":
+            truth_msg, grid = self.recompute.capture(sn, st)
+            bag.push(truth_topic, sn.msgtype, truth_msg, min(st, log_ns))
+            sn.captures.append(st)
+        else:
+            grid = sn.pending.pop(st, None)
+            for old in [t for t in sn.pending if t < st]:  # their published copy never came
+                del sn.pending[old]
+        with self._usable(topic, sn, st):
+            if sn.is_lidar:
+                out = published_cloud(sn, msg, st, grid, self.motion)
+            else:
+                out = to_ours(msg, sn.msgtype)
+        bag.push(sn.out_topic, sn.msgtype, out, log_ns)
+        sn.published += 1
+        for t in sn.missing_after.get(st, ()):
+            truth_msg, _grid = self.recompute.capture(sn, t)
+            bag.push(truth_topic, sn.msgtype, truth_msg, t)
+            sn.captures.append(t)
+
+    @contextlib.contextmanager
+    def _usable(self, topic: str, sn: Sensor, st: int) -> Iterator[None]:
+        """A source message that deserialized but cannot be decoded or converted."""
+        try:
+            yield
+        except (AttributeError, TypeError, ValueError, KeyError) as exc:
+            raise UserError(
+                self.bag_path,
+                topic,
+                f"header.stamp {sec(st)} s",
+                f"expected a usable {sn.msgtype} message ({type(exc).__name__}: {exc})",
+            ) from None
+
+    # ----------------------------------------------------------------- run.json
+
+    def _section(self, start: int, end: int) -> dict:
+        if self.src.read_with != "rosbags":
+            self.warnings.append(
+                f"rosbags could not open the bag ({self.src.open_error}); it was read by a "
+                "sequential scan of its records"
+            )
+        sensors = {}
+        for sn in self.sensors:
+            lat = (np.asarray(sn.logs) - np.asarray(sn.stamps)) / 1e6 if sn.stamps else None
+            info: dict[str, Any] = {
+                "source_topic": sn.entry.topic,
+                "topic": sn.out_topic,
+                "messages": len(sn.stamps),
+                "published": sn.published,
+                "captures": len(sn.captures),
+                "skipped_outside_ground_truth": sn.skipped,
+                "inferred_dropped": sum(len(v) for v in sn.missing_after.values()),
+                "log_minus_stamp_ms_median": float(np.median(lat)) if lat is not None else None,
+            }
+            if lat is not None and np.median(np.abs(lat)) > CLOCK_WARN_S * 1e3:
+                self.warnings.append(
+                    f"{sn.entry.topic}: log time and header.stamp differ by "
+                    f"{np.median(lat) / 1e3:.3g} s (median): the bag was probably recorded on "
+                    "the wall clock while stamps are simulation time (record with "
+                    "use_sim_time), so latency cannot be measured"
+                )
+            if sn.stats is not None:
+                s = sn.s
+                el = s.rings.elevations()
+                ring_bin = float(np.rad2deg(np.diff(el).min())) if len(el) > 1 else None
+                summary = sn.stats.summary(ring_bin, 360.0 / s.columns)
+                info["pairing"] = summary
+                share = summary["share_beyond_half_bin"]
+                if share is not None and share > 0.05:
+                    self.warnings.append(
+                        f"{sn.entry.topic}: {share:.1%} of the points lie more than half a bin "
+                        "from every ray of the spec: check the spec's rings/columns"
+                        + (", or set pairing: direction" if summary["method"] == "index" else "")
+                    )
+            sensors[sn.name] = info
+        gt = None
+        if self.motion is not None:
+            m = self.motion
+            span = (m.end_ns - m.start_ns) / 1e9
+            gt = {
+                "topic": self.gt.topic,
+                "kind": self.gt.kind,
+                "poses": len(m.times_ns),
+                "start_ns": m.start_ns,
+                "end_ns": m.end_ns,
+                "rate_hz": (len(m.times_ns) - 1) / span if span > 0 else None,
+            }
+        return {
+            "source": str(self.bag_path.resolve()),
+            "source_format": self.src.format,
+            "read_with": self.src.read_with,
+            "source_complete": self.stop_reason is None,
+            "truncation": self.stop_reason,
+            "messages_read": self.n_stream,
+            "map": str(Path(self.cfg.map).resolve()),
+            "map_content": self.m.model_dump(mode="json"),
+            "truth": self.truth,
+            "ground_truth": gt,
+            "sensors_not_mapped": self.unmapped,
+            "sensors": sensors,
+            "warnings": self.warnings,
+        }
+
+    def _manifest(
+        self, start: int, end: int, complete: bool, reason: str | None, section: dict
+    ) -> dict:
+        return {
+            "simconform": __version__,
+            "git_commit": git_commit(),
+            "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "backend": "replay",
+            "seed": None,
+            "storage": "mcap",
+            "spec": str(self.spec_path),
+            "world": str(self.world_path),
+            "trajectory": None,
+            "spec_sha256": sha256(self.spec_path),
+            "world_sha256": sha256(self.world_path),
+            "trajectory_sha256": None,
+            "start_ns": int(start),
+            "end_ns": int(end),
+            "tf_rate_hz": None,
+            "spec_content": self.spec.model_dump(mode="json"),
+            "world_content": self.world.model_dump(mode="json"),
+            "complete": complete,
+            "stopped_by": None,
+            "incomplete_reason": reason,
+            "captures": {sn.name: len(sn.captures) for sn in self.sensors},
+            "published": {sn.name: sn.published for sn in self.sensors},
+            "replay": section,
+        }

@@ -1,0 +1,149 @@
+"""Open any bag for reading: our runs' bags and foreign ones, through rosbags' AnyReader.
+
+`open_bag` is the one way to open a bag (a rosbag2 folder with MCAP or sqlite3 storage, an
+.mcap file or a ROS 1 .bag file) with one UserError for a bag rosbags cannot open. A recorded
+bag of another simulator may be cut off mid-write; `SourceBag` then falls back to the salvage
+scans of simconform.bag.salvage, which read it up to the last complete message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rosbags.highlevel import AnyReader
+from rosbags.typesys import Stores, get_typestore
+from rosbags.typesys.msg import normalize_msgtype
+from rosbags.typesys.store import Typestore
+
+from simconform.bag.messages import TYPESTORE
+from simconform.bag.salvage import NotABag, Salvage, salvage_for
+from simconform.errors import UserError
+
+BAG_KINDS = "expected a rosbag2 folder (MCAP or sqlite3), an .mcap file or a ROS 1 .bag file"
+
+
+class UnreadableBag(UserError):
+    """rosbags cannot open the bag; `reason` is its exception as "Type: message"."""
+
+    def __init__(self, path: Path, exc: Exception) -> None:
+        self.reason = f"{type(exc).__name__}: {exc}"
+        super().__init__(path, "bag", str(path), f"expected a readable rosbag2 directory ({exc})")
+
+
+def open_bag(path: Path, typestore: Typestore | None = None) -> AnyReader:
+    """An open AnyReader on the bag at `path`; `typestore` deserializes the types the bag does
+    not define itself (default: ours, ROS 1 Noetic's for a .bag file). Close it when done."""
+    try:
+        reader = AnyReader(
+            [path], default_typestore=_default_store(path) if typestore is None else typestore
+        )
+        reader.open()
+    except Exception as exc:  # rosbags raises many types for unreadable bags
+        raise UnreadableBag(path, exc) from None
+    return reader
+
+
+def _default_store(path: Path) -> Typestore:
+    return get_typestore(Stores.ROS1_NOETIC) if path.suffix == ".bag" else TYPESTORE
+
+
+def _format_of(path: Path) -> str:
+    if path.suffix == ".bag":
+        return "rosbag1"
+    if path.suffix == ".mcap" or any(path.glob("*.mcap")):
+        return "rosbag2 (mcap)"
+    return "rosbag2 (sqlite3)"
+
+
+@dataclass
+class SourceConnection:
+    """One (topic, message type) pair of a source bag, however it was opened."""
+
+    topic: str
+    msgtype: str
+
+
+class SourceBag:
+    """A source bag opened with rosbags, or salvaged by a sequential scan when rosbags cannot
+    open it. `messages` yields (topic, msgtype, log_ns, raw) in log order (salvage: file
+    order) and, when the read stops early, sets `stop_reason` instead of raising."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.stop_reason: str | None = None
+        self.open_error: str | None = None
+        self._reader: AnyReader | None = None
+        self._salvage: Salvage | None = None
+        if not path.exists():
+            raise UserError(path, "bag", str(path), BAG_KINDS)
+        try:
+            reader = open_bag(path)
+        except UnreadableBag as exc:
+            self.open_error = exc.reason
+            try:
+                self._salvage = salvage_for(path)
+            except NotABag as why:
+                raise UserError(
+                    path, "bag", str(path), f"{BAG_KINDS}; not readable ({self.open_error}; {why})"
+                ) from None
+            self.format = self._salvage.format
+            self.read_with = "salvage scan"
+            self.connections = [
+                SourceConnection(t, m) for t, m, _f, _d in self._salvage.conns.values()
+            ]
+        else:
+            self._reader = reader
+            self.format = _format_of(path)
+            self.read_with = "rosbags"
+            self.connections = [
+                SourceConnection(c.topic, normalize_msgtype(c.msgtype)) for c in reader.connections
+            ]
+
+    def types(self) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        for c in self.connections:
+            out.setdefault(c.topic, set()).add(c.msgtype)
+        return out
+
+    def messages(self, topics: set[str]) -> Iterator[tuple[str, str, int, bytes]]:
+        self.stop_reason = None
+        if self._reader is not None:
+            conns = [c for c in self._reader.connections if c.topic in topics]
+            if not conns:
+                return
+            it = self._reader.messages(connections=conns)
+            while True:
+                try:
+                    conn, log_ns, raw = next(it)
+                except StopIteration:
+                    return
+                except Exception as exc:  # a damaged chunk inside a bag rosbags could open
+                    self.stop_reason = f"read stopped: {type(exc).__name__}: {exc}"
+                    return
+                yield conn.topic, normalize_msgtype(conn.msgtype), log_ns, bytes(raw)
+        else:
+            assert self._salvage is not None
+            s = self._salvage
+            for cid, log_ns, raw in s.scan():
+                topic, msgtype, _f, _d = s.conns[cid]
+                if topic in topics:
+                    yield topic, msgtype, log_ns, raw
+            if not s.clean_end:
+                self.stop_reason = f"{self.open_error}; {s.stop_reason}"
+
+    def deserialize(self, raw: bytes, msgtype: str) -> Any:
+        if self._reader is not None:
+            return self._reader.deserialize(raw, msgtype)
+        assert self._salvage is not None
+        return self._salvage.deserialize(raw, msgtype)
+
+    def close(self) -> None:
+        if self._reader is not None:
+            with contextlib.suppress(Exception):
+                self._reader.close()
+        if self._salvage is not None:
+            self._salvage.close()

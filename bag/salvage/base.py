@@ -1,0 +1,110 @@
+"""The shared part of the salvage readers: file mapping, connections, typestore, decompression.
+
+A `Salvage` maps each file of a damaged bag, runs the format's `scan` once on opening (that
+collects the connections and proves the structure) and deserializes messages with the types
+the file itself declares. Subclasses: mcap.McapScan, ros1.Ros1Scan, sqlite.SqliteScan.
+"""
+
+from __future__ import annotations
+
+import bz2
+import contextlib
+import mmap
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from rosbags.typesys import Stores, get_types_from_idl, get_types_from_msg, get_typestore
+from rosbags.typesys.store import Typestore
+
+from simconform.bag.messages import TYPESTORE
+
+Buffer = bytes | mmap.mmap
+
+
+class NotABag(Exception):
+    """The salvage scan found no valid file structure (bad magic, no connections)."""
+
+
+class Salvage:
+    """Sequential reader of a damaged file: conns id -> (topic, msgtype, def format, def)."""
+
+    format = ""
+    is_ros1 = False
+
+    def __init__(self, files: list[Path]) -> None:
+        self.files = files
+        self.maps = []
+        self.handles = []
+        for f in files:
+            fh = open(f, "rb")  # noqa: SIM115 - closed by close()
+            self.handles.append(fh)
+            size = os.fstat(fh.fileno()).st_size
+            self.maps.append(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else b"")
+        self.conns: dict[int, tuple[str, str, str, str]] = {}
+        self.stop_reason = ""
+        self.clean_end = False  # the scan reached the file's regular end of data
+        self._store: Typestore | None = None
+        try:
+            self.count = sum(1 for _ in self.scan())  # collects connections, checks structure
+            if not self.conns:
+                raise NotABag("no connection records found")
+        except BaseException:
+            self.close()
+            raise
+
+    def scan(self) -> Iterator[tuple[int, int, bytes]]:
+        raise NotImplementedError
+
+    def deserialize(self, raw: bytes, msgtype: str) -> Any:
+        if self._store is None:
+            self._store = self._typestore()
+        if self.is_ros1:
+            return self._store.deserialize_ros1(raw, msgtype)
+        return self._store.deserialize_cdr(raw, msgtype)
+
+    def _typestore(self) -> Typestore:
+        typs: dict = {}
+        for _t, msgtype, fmt, text in self.conns.values():
+            with contextlib.suppress(Exception):
+                if fmt == "msg" and text:
+                    typs.update(get_types_from_msg(text, msgtype))
+                elif fmt == "idl" and text:
+                    typs.update(get_types_from_idl(text))
+        if not typs:
+            return get_typestore(Stores.ROS1_NOETIC) if self.is_ros1 else TYPESTORE
+        store = get_typestore(Stores.EMPTY)
+        store.register(typs)
+        return store
+
+    def close(self) -> None:
+        for m in self.maps:
+            if isinstance(m, mmap.mmap):
+                m.close()
+        for fh in self.handles:
+            fh.close()
+
+
+class Cut(Exception):
+    """A record runs past the end of the file."""
+
+
+def decompress(data: bytes, method: str, partial: bool = False) -> bytes:
+    """Decompress a chunk; a partial one (cut off) gives what its complete blocks hold."""
+    if method in ("", "none"):
+        return data
+    if method == "zstd":
+        try:
+            from compression import zstd  # type: ignore[import-not-found]
+        except ImportError:
+            from backports import zstd  # type: ignore[import-not-found,no-redef]
+        return zstd.ZstdDecompressor().decompress(data) if partial else zstd.decompress(data)
+    if method == "lz4":
+        from lz4.frame import LZ4FrameDecompressor  # type: ignore[import-untyped]
+        from lz4.frame import decompress as lz4_decompress
+
+        return LZ4FrameDecompressor().decompress(data) if partial else lz4_decompress(data)
+    if method == "bz2":
+        return bz2.BZ2Decompressor().decompress(data) if partial else bz2.decompress(data)
+    raise ValueError(f"unknown compression {method!r}")
