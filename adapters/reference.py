@@ -1,6 +1,6 @@
 """The reference backend: exact geometry and exact kinematics, no engine in between.
 
-Lidar returns are analytic ray-primitive intersections (adapters/raycast.py). IMU truth comes
+Lidar returns are analytic ray-primitive intersections (simconform/raycast.py). IMU truth comes
 from the prescribed motion itself: angular velocity from the SO(3) log of the orientations one
 IMU period apart, specific force from the central second difference of the sensor's position
 over the same period (what an integrating accelerometer measures over its sample interval),

@@ -1,6 +1,6 @@
-"""The model of Gazebo's gpu_lidar (adapters/gazebo/gpu_rays.py) and the explainer built on it
-(simconform/explain/lidar.py), without a Gazebo server: the real engine's output is checked against
-them in tests/test_gazebo_fixture.py and the `gazebo` tests."""
+"""The model of Gazebo's gpu_lidar (adapters/gazebo/gpu_rays.py) and the explainer built on
+it (verify/compare/explain/lidar.py), without a Gazebo server: the real engine's output is
+checked against them in tests/test_gazebo_fixture.py and the `gazebo` tests."""
 
 from __future__ import annotations
 
