@@ -4,6 +4,12 @@ Truth is a pure function of (sensor, time, world, trajectory), so rendering it i
 changes nothing in the bag: the main process still runs the seeded pipeline and writes every
 message in order. Workers ignore SIGINT, so Ctrl-C reaches only the main process, which then
 stops at the next sample and closes the bag.
+
+Workers are started by a fork server, never forked from this process: by the time the pool
+starts, the backend here holds engine state that a fork copies but cannot use (MuJoCo's OSMesa
+GL context hung every forked worker, and the run with it, with the default `--jobs`). Each
+worker loads the inputs and opens its own backend from the registry entry it is given, so a
+backend registered at run time works too.
 """
 
 from __future__ import annotations
@@ -19,11 +25,19 @@ _trajectory = None
 
 
 def _init(
-    backend: str, world: str, spec: str, trajectory: str, interpolation: str, emulate
+    backend: str,
+    entry: str,
+    world: str,
+    spec: str,
+    trajectory: str,
+    interpolation: str,
+    emulate,
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     global _backend, _trajectory
-    from simconform.registry import get_backend
+    from simconform.registry import BACKENDS, get_backend
+
+    BACKENDS.setdefault(backend, entry)
     from simconform.spec import load_spec
     from simconform.trajectory import load_trajectory
     from simconform.world import load_world
@@ -42,16 +56,33 @@ class CapturePool:
     def __init__(
         self, jobs: int, backend: str, world, spec, trajectory, interpolation: str, emulate=None
     ) -> None:
-        ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
+        from simconform.registry import BACKENDS
+
+        methods = mp.get_all_start_methods()
+        ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
         self.pool = ProcessPoolExecutor(
             max_workers=jobs,
             mp_context=ctx,
             initializer=_init,
-            initargs=(backend, str(world), str(spec), str(trajectory), interpolation, emulate),
+            initargs=(
+                backend,
+                BACKENDS[backend],
+                str(world),
+                str(spec),
+                str(trajectory),
+                interpolation,
+                emulate,
+            ),
         )
 
     def submit(self, sensor: str, times: np.ndarray) -> Future:
         return self.pool.submit(_capture, sensor, times)
 
-    def close(self) -> None:
+    def close(self, kill: bool = False) -> None:
+        """Wait for the workers; with `kill` (the run stopped or failed) end them first, so a
+        worker busy with (or stuck in) a capture never outlives its run."""
+        if kill:
+            # ProcessPoolExecutor has no public way to end its workers before Python 3.14
+            for proc in list((getattr(self.pool, "_processes", None) or {}).values()):
+                proc.kill()
         self.pool.shutdown(wait=True, cancel_futures=True)

@@ -11,6 +11,7 @@ import collections
 import contextlib
 import datetime as dt
 import signal
+from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -109,6 +110,21 @@ def load_inputs(cfg: RunConfig) -> Inputs:
     return Inputs(world, spec, traj, start, end)
 
 
+class _Stopped(Exception):
+    """SIGINT/SIGTERM arrived while waiting for a capture worker."""
+
+
+def _wait(work, stop: _StopFlag | None):
+    """A worker's result, or _Stopped as soon as a signal is seen: a worker that never answers
+    cannot make the run ignore SIGTERM."""
+    while True:
+        try:
+            return work.result(timeout=0.25)
+        except FuturesTimeout:
+            if stop is not None and stop.signal:
+                raise _Stopped from None
+
+
 class _StopFlag:
     """Turns SIGINT/SIGTERM into a flag checked between samples."""
 
@@ -179,10 +195,14 @@ def run(cfg: RunConfig, progress: bool | None = None) -> RunResult:
                 cfg.emulate,
             )
         try:
-            return _record(cfg, inp, backend, progress, pool, backend.engine_noise_plan())
-        finally:
+            result = _record(cfg, inp, backend, progress, pool, backend.engine_noise_plan())
+        except BaseException:
             if pool is not None:
-                pool.close()
+                pool.close(kill=True)
+            raise
+        if pool is not None:
+            pool.close(kill=result.stopped_by is not None)
+        return result
     finally:
         backend.close()
 
@@ -287,7 +307,11 @@ def _record(
                     bag.push("/tf", messages.TFMESSAGE, tf, t)
                     base_gt.write(t, xyz, q)
                 else:
-                    truth, xyz, q = feeds[w].next(t)
+                    try:
+                        truth, xyz, q = feeds[w].next(t, stop)
+                    except _Stopped:
+                        result.stopped_by = stop.signal
+                        break
                     published = pipelines[w].process(truth, t)
                     recorders[w].record(t, truth, published, xyz, q)
                 bag.advance(t)
@@ -349,11 +373,11 @@ class _Feed:
                 work = self.backend.capture_batch(self.name, chunk, self.traj)
             self.pending.append((chunk, work))
 
-    def next(self, t_ns: int):
+    def next(self, t_ns: int, stop: _StopFlag | None = None):
         if self.j >= len(self.buffer):
             self._request()
             chunk, work = self.pending.popleft()
-            self.buffer = work if isinstance(work, list) else work.result()
+            self.buffer = work if isinstance(work, list) else _wait(work, stop)
             poses = self.traj.pose_at(chunk).compose(self.mount)
             self.times, self.buf_xyz, self.buf_q = chunk, poses.t, poses.quat()
             self.j = 0

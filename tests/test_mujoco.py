@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from rosbags.highlevel import AnyReader
 
+from conftest import bag_digest, cli
 from simconform.bag.messages import TYPESTORE, cloud_arrays, image_array
 from simconform.run import RunConfig, run
 from simconform.verify.verifier import verify_run
@@ -97,3 +98,16 @@ def test_same_pipeline_and_report_on_mujoco(pair) -> None:
     m = report["sensors"]["lidar"]["metrics"]
     assert m["range_std"]["ci"][0] <= 0.02 <= m["range_std"]["ci"][1]
     assert m["latency_ms"]["verdict"] == "pass"
+
+
+@pytest.mark.parametrize("jobs", [None, "2"], ids=["default-jobs", "jobs-2"])
+def test_worker_processes_do_not_hang_and_write_the_same_bag(pair, tmp_path, jobs) -> None:
+    """MuJoCo with render workers, as users run it (the default --jobs, then two workers so the
+    pool is used on any machine): the pool once forked after the OSMesa context existed and
+    every worker hung. The bag must be the in-process run's, byte for byte."""
+    _, in_process = pair
+    out = tmp_path / "mj"
+    args = ["run", "--backend", "mujoco", "--duration", "1", "--out", str(out)]
+    r = cli(*args, *(["--jobs", jobs] if jobs else []), timeout=300)
+    assert r.returncode in (0, 1), r.stderr
+    assert bag_digest(out) == bag_digest(in_process)
