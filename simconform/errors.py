@@ -51,6 +51,7 @@ def from_validation(file: str | Path, err: ValidationError) -> UserError:
     msg = first["msg"]
     if first["type"] == "extra_forbidden":
         msg = "unknown key; remove it or check its spelling"
+    msg = msg.removeprefix("Value error, ")  # pydantic's prefix for our validators' messages
     problem = first.get("ctx", {}).get("error")
     if isinstance(problem, FieldProblem):
         return UserError(
@@ -178,8 +179,9 @@ def load_yaml(path: str | Path) -> Any:
         raise UserError(
             path, f"line {line}", data[exc.start : exc.start + 4], "expected UTF-8 text"
         ) from None
-    loader = _InputLoader(text)
+    loader = None
     try:
+        loader = _InputLoader(text)  # the reader refuses control characters already here
         return loader.get_single_data()
     except _Refused as exc:
         raise UserError(path, exc.line, exc.value, exc.allowed) from None
@@ -194,7 +196,8 @@ def load_yaml(path: str | Path) -> Any:
             path, "(parse)", "nesting", f"expected nesting at most {MAX_YAML_DEPTH} deep"
         ) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def validate(model: type[BaseModel], data: Any, file: str | Path) -> Any:

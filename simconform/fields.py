@@ -12,6 +12,7 @@ underscores that do not start with a digit, separated by single slashes.
 from __future__ import annotations
 
 import math
+import re
 from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
@@ -49,8 +50,27 @@ RESERVED_TOPICS = ("/tf", "/tf_static", "/clock", "/rosout", "/parameter_events"
 # Frames of the trajectory's own tree (map -> odom -> base_link).
 TRAJECTORY_FRAMES = ("map", "odom")
 
-Topic = Annotated[str, Field(pattern=TOPIC_PATTERN, max_length=200)]
-FrameId = Annotated[str, Field(pattern=FRAME_PATTERN, max_length=200)]
+
+def _topic(v: str) -> str:
+    if len(v) > 200 or not re.fullmatch(TOPIC_PATTERN, v):
+        raise ValueError(
+            "expected a ROS 2 topic name: /name(/name)*, each name of letters, digits and _ "
+            "not starting with a digit"
+        )
+    return v
+
+
+def _frame(v: str) -> str:
+    if len(v) > 200 or not re.fullmatch(FRAME_PATTERN, v):
+        raise ValueError(
+            "expected a tf2 frame id: name(/name)* without a leading /, each name of letters, "
+            "digits and _ not starting with a digit"
+        )
+    return v
+
+
+Topic = Annotated[str, AfterValidator(_topic)]
+FrameId = Annotated[str, AfterValidator(_frame)]
 
 
 def _printable(v: str) -> str:

@@ -62,8 +62,8 @@ def conformance(path: Path, report: dict) -> Path | None:
     items = []
     for sname, s in report["sensors"].items():
         for mname, m in s["metrics"].items():
-            if "ci" not in m or m["measured"] is None or m["ci"][0] is None:
-                continue
+            if "ci" not in m or m["measured"] is None or None in m["ci"]:
+                continue  # a one-sided or absent interval (too few samples) has no bar
             lo, hi = m["tolerance"]
             c = m["configured"]
             if not hi > lo or c is None:

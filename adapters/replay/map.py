@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import Field, PrivateAttr, field_validator
 from rosbags.typesys.msg import normalize_msgtype
 
 from simconform.errors import UserError, load_yaml, validate
+from simconform.fields import Strict
 from simconform.registry import CONVENTIONS
 from simconform.spec import GnssSpec, ImuSpec, LidarSpec, Mount, OdomSpec, Spec
 
@@ -42,10 +43,6 @@ _STAMP_SCALE = {"s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1.0}
 def normalize_type(name: str) -> str:
     """'sensor_msgs/PointCloud2' (ROS 1 spelling) and 'sensor_msgs/msg/PointCloud2' are one."""
     return normalize_msgtype(name.strip())
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class SensorTopic(Strict):

@@ -113,7 +113,7 @@ def equivalence_plot(path: Path, report: dict) -> Path | None:
     items = []
     for sensor, metrics in report["published"].items():
         for name, m in metrics.items():
-            if "difference" not in m or m["ci"][0] is None or not m["tolerance"][1]:
+            if "difference" not in m or None in m["ci"] or not m["tolerance"][1]:
                 continue
             bound = m["tolerance"][1]
             norm = (m["difference"] / bound, *(c / bound for c in m["ci"]))
