@@ -161,6 +161,18 @@ def _expanded_size(node: Any, memo: dict[int, int]) -> int:
     return memo[key]
 
 
+def read_utf8(path: Path) -> str:
+    """A text input file's content, or one UserError naming the line of the first bad byte."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise UserError(
+            path, f"line {line}", data[exc.start : exc.start + 4], "expected UTF-8 text"
+        ) from None
+
+
 def load_yaml(path: str | Path) -> Any:
     """A YAML input file as Python data, or one UserError naming the file and the line."""
     path = Path(path)
@@ -171,14 +183,7 @@ def load_yaml(path: str | Path) -> Any:
         raise UserError(
             path, "", f"{size} bytes", f"expected a file of at most {MAX_YAML_BYTES} bytes"
         )
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise UserError(
-            path, f"line {line}", data[exc.start : exc.start + 4], "expected UTF-8 text"
-        ) from None
+    text = read_utf8(path)
     loader = None
     try:
         loader = _InputLoader(text)  # the reader refuses control characters already here

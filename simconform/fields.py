@@ -51,24 +51,25 @@ RESERVED_TOPICS = ("/tf", "/tf_static", "/clock", "/rosout", "/parameter_events"
 TRAJECTORY_FRAMES = ("map", "odom")
 
 
-def _topic(v: str) -> str:
-    if len(v) > 200 or not re.fullmatch(TOPIC_PATTERN, v):
-        raise ValueError(
-            "expected a ROS 2 topic name: /name(/name)*, each name of letters, digits and _ "
-            "not starting with a digit"
-        )
-    return v
+def _name_rule(pattern: str, allowed: str):
+    def check(v: str) -> str:
+        if len(v) > 200 or not re.fullmatch(pattern, v):
+            raise ValueError(allowed)
+        return v
+
+    return check
 
 
-def _frame(v: str) -> str:
-    if len(v) > 200 or not re.fullmatch(FRAME_PATTERN, v):
-        raise ValueError(
-            "expected a tf2 frame id: name(/name)* without a leading /, each name of letters, "
-            "digits and _ not starting with a digit"
-        )
-    return v
-
-
+_topic = _name_rule(
+    TOPIC_PATTERN,
+    "expected a ROS 2 topic name: /name(/name)*, each name of letters, digits and _ not "
+    "starting with a digit",
+)
+_frame = _name_rule(
+    FRAME_PATTERN,
+    "expected a tf2 frame id: name(/name)* without a leading /, each name of letters, digits "
+    "and _ not starting with a digit",
+)
 Topic = Annotated[str, AfterValidator(_topic)]
 FrameId = Annotated[str, AfterValidator(_frame)]
 

@@ -31,7 +31,7 @@ import numpy as np
 from scipy.interpolate import CubicSpline
 from scipy.spatial.transform import Rotation, RotationSpline, Slerp
 
-from simconform.errors import UserError
+from simconform.errors import UserError, read_utf8
 from simconform.fields import MAX_COORD_M
 from simconform.frames import Pose
 
@@ -144,14 +144,7 @@ def _parse(path: Path) -> tuple[list[int], list[list[float]], list[int]]:
     if not path.is_file():
         raise UserError(path, "", str(path), "expected an existing trajectory file")
     times, rows, lines = [], [], []
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise UserError(
-            path, f"line {line}", data[exc.start : exc.start + 4], "expected UTF-8 text"
-        ) from None
+    text = read_utf8(path)
     for lineno, raw in enumerate(text.splitlines(), start=1):
         text = raw.split("#", 1)[0].strip()
         if not text:
