@@ -136,6 +136,10 @@ class SensorBackend(ABC):
         applies and what it cannot express (run.json `noise_stages`); other sensors absent."""
         return {}
 
+    def engine_version(self) -> str | None:
+        """The engine's version after open() (for `simconform backends` and provenance)."""
+        return None
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release engine resources."""
 

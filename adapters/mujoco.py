@@ -62,6 +62,9 @@ def _xyzw(wxyz: np.ndarray) -> np.ndarray:
 class MujocoBackend(SensorBackend):
     name = "mujoco"
 
+    def engine_version(self) -> str | None:
+        return f"MuJoCo {self.mj.__version__}"
+
     def open(self, world: World, spec: Spec) -> None:
         default_gl()
         try:

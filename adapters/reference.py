@@ -52,6 +52,13 @@ class ReferenceBackend(SensorBackend):
             raise ValueError(f"emulate must be None or one of {tuple(EMULATE)}, got {emulate!r}")
         self.emulate = emulate
 
+    def engine_version(self) -> str | None:
+        from simconform import __version__
+
+        return f"simconform {__version__} exact ray casting" + (
+            f", emulating {self.emulate}" if self.emulate else ""
+        )
+
     def open(self, world: World, spec: Spec) -> None:
         from simconform.raycast import Scene
 

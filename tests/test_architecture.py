@@ -45,7 +45,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("pipeline", ("simconform.pipeline.**",)),
     ("bag", ("simconform.bag.**",)),
     ("engines", ("simconform.adapters.**",)),
-    ("run", ("simconform.run", "simconform.prefetch")),
+    ("run", ("simconform.run", "simconform.prefetch", "simconform.probe")),
     ("verify", ("simconform.verify.**",)),
     ("compare", ("simconform.verify.compare.**",)),
     ("campaign", ("simconform.campaign.**",)),

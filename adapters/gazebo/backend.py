@@ -60,7 +60,7 @@ from simconform.adapters.gazebo.sdf import (
     twin_topic,
     write_sdf,
 )
-from simconform.adapters.gazebo.transport import GzSession, unavailable_message
+from simconform.adapters.gazebo.transport import GzSession, gz_sim_version, unavailable_message
 from simconform.frames import Pose
 from simconform.pipeline.schedule import capture_times
 from simconform.spec import CameraSpec, GnssSpec, ImuSpec, LidarSpec, OdomSpec, Spec
@@ -99,6 +99,9 @@ class GazeboBackend(SensorBackend):
 
     def use_engine_noise(self, seed: int) -> None:
         self.engine_seed = seed
+
+    def engine_version(self) -> str | None:
+        return gz_sim_version()
 
     def engine_noise_plan(self) -> dict[str, dict]:
         if self.engine_seed is None:

@@ -71,6 +71,20 @@ def unavailable_message() -> str | None:
     )
 
 
+def gz_sim_version() -> str | None:
+    """`gz sim --versions` (e.g. "gz-sim 8.14.0"), or None when it does not answer."""
+    exe = shutil.which("gz")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run(
+            [exe, "sim", "--versions"], capture_output=True, text=True, timeout=30, check=False
+        ).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"gz-sim {out[0]}" if out else None
+
+
 class GzSession:
     """One headless, paused `gz sim` server on `sdf_path` and a transport node talking to it."""
 

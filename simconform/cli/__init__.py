@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Annotated
 
 # Set before numpy loads (nothing above imports it). Our arrays are small: BLAS threads only
 # spin and fight the capture workers for the cores.
@@ -18,7 +19,8 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import typer  # noqa: E402
 
-from simconform.cli import campaign, compare, replay, run, sdf  # noqa: E402
+from simconform import __version__  # noqa: E402
+from simconform.cli import backends, campaign, compare, replay, run, sdf  # noqa: E402
 from simconform.errors import UserError  # noqa: E402
 
 app = typer.Typer(
@@ -34,6 +36,28 @@ app.command("campaign")(campaign.campaign_command)
 app.command("replay")(replay.replay_command)
 app.command("export-sdf")(sdf.export_sdf_command)
 app.command("import-sdf")(sdf.import_sdf_command)
+app.command("backends")(backends.backends_command)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from simconform.provenance import git_commit
+
+        commit = git_commit()
+        print(f"simconform {__version__}" + (f" (git {commit})" if commit else ""))
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Verify simulated sensor models against their declared error models, on any simulator."""
 
 
 def main() -> None:

@@ -14,11 +14,16 @@ STYLE = {"pass": "green", "fail": "bold red", "inconclusive": "yellow", "not_app
 INTERRUPT_CODES = {"SIGINT": 130, "SIGTERM": 143}
 
 
+def stdout_console(width: int = 150) -> Console:
+    """Rich output on stdout: the terminal's width, or `width` columns in a log or a pipe."""
+    return Console(highlight=False, width=None if sys.stdout.isatty() else width)
+
+
 def print_table(report: dict, console: Console | None = None) -> None:
     from simconform.verify.report import SYMBOL, rows
 
     if console is None:
-        console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
+        console = stdout_console()
     r = report["run"]
     title = (
         f"simconform: {r['backend']} backend, seed {r['seed']}, {r['duration_s']:g} s"
