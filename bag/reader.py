@@ -2,8 +2,13 @@
 
 `open_bag` is the one way to open a bag (a rosbag2 folder with MCAP or sqlite3 storage, an
 .mcap file or a ROS 1 .bag file) with one UserError for a bag rosbags cannot open. A recorded
-bag of another simulator may be cut off mid-write; `SourceBag` then falls back to the salvage
-scans of simconform.bag.salvage, which read it up to the last complete message.
+bag may be cut off mid-write; `SourceBag` then falls back to the salvage scans of
+simconform.bag.salvage, which read it up to the last complete message.
+
+`SourceBag` checks an MCAP bag first (bag.salvage.mcap.McapScan: every chunk's CRC, the data
+and summary CRCs): a bag with a damaged chunk is read by that scan, which skips the damaged
+chunks and lists them in `damaged` (rosbags would stop for good at the first one); an intact
+bag is read by rosbags, as any other.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from rosbags.typesys.msg import normalize_msgtype
 from rosbags.typesys.store import Typestore
 
 from simconform.bag.messages import TYPESTORE
-from simconform.bag.salvage import NotABag, Salvage, salvage_for
+from simconform.bag.salvage import Damage, McapScan, NotABag, Salvage, salvage_for
 from simconform.errors import UserError
 
 BAG_KINDS = "expected a rosbag2 folder (MCAP or sqlite3), an .mcap file or a ROS 1 .bag file"
@@ -68,40 +73,76 @@ class SourceConnection:
 
 
 class SourceBag:
-    """A source bag opened with rosbags, or salvaged by a sequential scan when rosbags cannot
-    open it. `messages` yields (topic, msgtype, log_ns, raw) in log order (salvage: file
-    order) and, when the read stops early, sets `stop_reason` instead of raising."""
+    """A source bag opened with rosbags, or read by a sequential scan when rosbags cannot open
+    it or when a chunk of its MCAP file is damaged. `messages` yields (topic, msgtype, log_ns,
+    raw) in log order (scan: file order) and, when the read stops early, sets `stop_reason`
+    instead of raising. `damaged`: the skipped stretches (Damage); `notes`: checks that failed
+    outside the messages (data or summary CRC); `chunks`: MCAP chunks seen and how many carry a
+    CRC (None for other storage)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.stop_reason: str | None = None
         self.open_error: str | None = None
+        self.damaged: list[Damage] = []
+        self.notes: list[str] = []
+        self.chunks: dict[str, int] | None = None
         self._reader: AnyReader | None = None
         self._salvage: Salvage | None = None
+        self._last: int | None = None
         if not path.exists():
             raise UserError(path, "bag", str(path), BAG_KINDS)
+        checked = self._check_mcap(path)
+        if checked is not None and checked.damaged and checked.clean_end:
+            self._use_scan(checked, "checked scan (damaged chunks skipped)")
+            return
         try:
             reader = open_bag(path)
         except UnreadableBag as exc:
             self.open_error = exc.reason
             try:
-                self._salvage = salvage_for(path)
+                scan = checked if checked is not None else salvage_for(path)
             except NotABag as why:
                 raise UserError(
                     path, "bag", str(path), f"{BAG_KINDS}; not readable ({self.open_error}; {why})"
                 ) from None
-            self.format = self._salvage.format
-            self.read_with = "salvage scan"
-            self.connections = [
-                SourceConnection(t, m) for t, m, _f, _d in self._salvage.conns.values()
-            ]
-        else:
-            self._reader = reader
-            self.format = _format_of(path)
-            self.read_with = "rosbags"
-            self.connections = [
-                SourceConnection(c.topic, normalize_msgtype(c.msgtype)) for c in reader.connections
-            ]
+            self._use_scan(scan, "salvage scan")
+            return
+        if checked is not None and checked.damaged:
+            reader.close()
+            self._use_scan(checked, "checked scan (damaged chunks skipped)")
+            return
+        if checked is not None:
+            checked.close()
+        self._reader = reader
+        self.format = _format_of(path)
+        self.read_with = "rosbags"
+        self.connections = [
+            SourceConnection(c.topic, normalize_msgtype(c.msgtype)) for c in reader.connections
+        ]
+
+    def _check_mcap(self, path: Path) -> McapScan | None:
+        """The checked scan of an MCAP bag (None for other storage or an unreadable file)."""
+        files = [path] if path.suffix == ".mcap" else sorted(path.glob("*.mcap"))
+        if not files or not all(f.is_file() for f in files):
+            return None
+        try:
+            scan = McapScan(files)
+        except NotABag:
+            return None
+        self.damaged, self.notes, self.chunks = scan.damaged, scan.notes, dict(scan.chunks)
+        return scan
+
+    def _use_scan(self, scan: Salvage, how: str) -> None:
+        self._salvage = scan
+        self.format = scan.format
+        self.read_with = how
+        self.connections = [SourceConnection(t, m) for t, m, _f, _d in scan.conns.values()]
+
+    @property
+    def last_log_ns(self) -> int | None:
+        """Log time of the last message read: by the scan (any topic), or by `messages`."""
+        return self._last if self._salvage is None else self._salvage.last_log_ns
 
     def types(self) -> dict[str, set[str]]:
         out: dict[str, set[str]] = {}
@@ -124,6 +165,7 @@ class SourceBag:
                 except Exception as exc:  # a damaged chunk inside a bag rosbags could open
                     self.stop_reason = f"read stopped: {type(exc).__name__}: {exc}"
                     return
+                self._last = log_ns
                 yield conn.topic, normalize_msgtype(conn.msgtype), log_ns, bytes(raw)
         else:
             assert self._salvage is not None
@@ -134,6 +176,7 @@ class SourceBag:
                     yield topic, msgtype, log_ns, raw
             if not s.clean_end:
                 self.stop_reason = f"{self.open_error}; {s.stop_reason}"
+            self.damaged = s.damaged
 
     def deserialize(self, raw: bytes, msgtype: str) -> Any:
         if self._reader is not None:

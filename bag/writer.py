@@ -3,7 +3,9 @@
 Messages are written in log-time order (log time = publish time, truth at capture time): each
 message waits in a heap until the simulation clock has passed its log time, so a bag is
 byte-identical for the same inputs and seed, and an interrupted run's bag is complete up to the
-moment it stopped.
+moment it stopped. The rosbags writers are storage.py's: MCAP bags carry CRCs (every chunk, the
+data section, the summary) and every complete chunk reaches the operating system as it is
+written; sqlite3 bags are committed after about every MiB, so a killed run keeps them.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from rosbags.interfaces import (
     QosReliability,
     QosTime,
 )
-from rosbags.rosbag2 import CompressionFormat, CompressionMode, StoragePlugin, Writer
+from rosbags.rosbag2 import CompressionFormat, CompressionMode, StoragePlugin
 
 from simconform.bag.messages import TYPESTORE, serialize
+from simconform.bag.storage import CrcWriter
 from simconform.trajectory import format_seconds
 
 STORAGES = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}
@@ -43,7 +46,7 @@ _LATCHED = Qos(
 
 class BagRecorder:
     def __init__(self, path: Path, storage: str = "mcap") -> None:
-        self.writer = Writer(path, version=9, storage_plugin=STORAGES[storage])
+        self.writer = CrcWriter(path, version=9, storage_plugin=STORAGES[storage])
         if storage == "mcap":  # zstd chunks: truth images and clouds compress several-fold
             self.writer.set_compression(CompressionMode.STORAGE, CompressionFormat.ZSTD)
         self.writer.open()

@@ -34,4 +34,27 @@ def git_commit() -> str | None:
 
 
 def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+RECORDED = ("bag", "gt")  # the run folder's data: what verify reads and what a user keeps
+
+
+def output_digests(run_dir: Path, folders: tuple[str, ...] = RECORDED) -> dict[str, dict]:
+    """SHA-256 and size of every file in the run's data folders, by path relative to the run
+    folder (forward slashes), for run.json's `outputs`."""
+    out = {}
+    for folder in folders:
+        root = run_dir / folder
+        if not root.is_dir():
+            continue
+        for f in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
+            out[f.relative_to(run_dir).as_posix()] = {
+                "sha256": sha256(f),
+                "bytes": f.stat().st_size,
+            }
+    return out

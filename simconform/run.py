@@ -3,6 +3,13 @@
 Everything the user can get wrong is validated before the output folder is created. SIGINT and
 SIGTERM stop the capture loop at the next sample; the bag is then closed normally, so what was
 captured so far stays readable and run.json says "complete": false.
+
+run.json is written before the first capture with "state": "recording" (and the pid and host
+of the process), and rewritten when the run ends: "state" finished, interrupted (a signal) or
+failed (an error), "recorded_end_ns" (the time the capture loop reached: the end of the
+recorded span), and "outputs", the SHA-256 and size of every file in bag/ and gt/. A run killed
+outright (SIGKILL, power loss) keeps "state": "recording"; `verify` then recovers what the bag
+holds (verify/integrity.py).
 """
 
 from __future__ import annotations
@@ -10,7 +17,9 @@ from __future__ import annotations
 import collections
 import contextlib
 import datetime as dt
+import os
 import signal
+import socket
 from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +41,7 @@ from simconform.outdir import prepare_out, write_json_atomic
 from simconform.pipeline.chain import SensorPipeline
 from simconform.pipeline.schedule import capture_times
 from simconform.progress import progress_bar
-from simconform.provenance import git_commit, sha256
+from simconform.provenance import git_commit, output_digests, sha256
 from simconform.registry import get_backend
 from simconform.spec import (
     OPTICAL_TO_BODY,
@@ -76,6 +85,7 @@ class RunResult:
     captures: dict[str, int] = field(default_factory=dict)
     published: dict[str, int] = field(default_factory=dict)
     stopped_by: str | None = None
+    recorded_end_ns: int | None = None  # the capture loop reached this time (end of the span)
 
 
 @dataclass
@@ -235,6 +245,9 @@ def _manifest(cfg: RunConfig, inp: Inputs, engine_plan: dict) -> dict:
         "world_content": inp.world.model_dump(mode="json"),
         "complete": False,
         "stopped_by": None,
+        "state": "recording",  # until the run ends: finished, interrupted or failed
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
     }
 
 
@@ -295,9 +308,11 @@ def _record(
     tf_feed = _Feed(None, "tf", TF_RATE_HZ, inp, Pose.identity())
     result = RunResult(out=out, complete=False)
     bar = progress_bar(len(times), progress)
+    now, error = inp.start_ns, None
     try:
         with _StopFlag() as stop:
             for i, (t, w) in enumerate(zip(times.tolist(), who.tolist())):
+                now = t  # the event not yet recorded: the recorded span ends here if we stop
                 if stop.signal:
                     result.stopped_by = stop.signal
                     break
@@ -319,6 +334,10 @@ def _record(
                     bar.update(i)
             else:
                 result.complete = True
+                now = inp.end_ns
+    except BaseException as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        raise
     finally:
         bag.close()
         base_gt.close()
@@ -328,12 +347,19 @@ def _record(
             bar.close()
         result.captures = {r.name: r.captures for r in recorders}
         result.published = {r.name: r.published for r in recorders}
+        result.recorded_end_ns = now
+        state = "finished" if result.complete else "interrupted" if result.stopped_by else "failed"
         manifest.update(
             complete=result.complete,
             stopped_by=result.stopped_by,
             captures=result.captures,
             published=result.published,
+            state=state,
+            recorded_end_ns=now,
         )
+        if error is not None:
+            manifest["error"] = error
+        manifest["outputs"] = output_digests(out)
         write_json_atomic(out / "run.json", manifest)
     return result
 

@@ -10,6 +10,8 @@ normality check its p_value.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 from scipy.stats import binom
 
@@ -80,6 +82,11 @@ class Accumulator:
         self.pub_stamps: list[int] = []
         self.log_ns: list[int] = []
         self.samples: dict[str, dict] = {}  # error arrays for plots: field -> {errors, sigma, bias}
+        self.gaps: list = []  # verify.integrity.Gap: spans of the bag that are lost or damaged
+
+    def crosses_gap(self, a_ns: int, b_ns: int) -> bool:
+        """Whether a gap of the bag lies between two samples (log or capture times)."""
+        return any(g.overlaps(a_ns, b_ns) for g in self.gaps)
 
     def add(self, item: Pair | Unpaired) -> None:
         self.truth_stamps.append(item.stamp_ns)
@@ -138,12 +145,13 @@ class Accumulator:
             "ms",
         )
         rate = tl.expected_rate(s.rate_hz, s.dropout.sample)
-        out["rate_hz"] = metric(
-            stats.rate_from_stamps(np.sort(np.asarray(self.log_ns)), lv),
-            rate,
-            tl.relative_band(rate, tol.rate_rel),
-            "Hz",
-        )
+        logs = np.sort(np.asarray(self.log_ns, dtype=np.int64))
+        if self.gaps:  # only the intervals between two samples on the same side of every gap
+            keep = [not self.crosses_gap(int(a), int(b)) for a, b in itertools.pairwise(logs)]
+            est = stats.rate_from_intervals(np.diff(logs)[np.asarray(keep, dtype=bool)], lv)
+        else:
+            est = stats.rate_from_stamps(logs, lv)
+        out["rate_hz"] = metric(est, rate, tl.relative_band(rate, tol.rate_rel), "Hz")
         return out
 
     def scalar_metrics(

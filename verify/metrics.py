@@ -154,7 +154,8 @@ class GnssAccumulator(VectorAccumulator):
 
 
 class OdomAccumulator(Accumulator):
-    """Error of each published capture-to-capture increment (consecutive captures only)."""
+    """Error of each published capture-to-capture increment (consecutive captures only; none
+    across a gap of the bag, where captures may be missing)."""
 
     def __init__(self, name: str, spec: OdomSpec, level: float, duration_s: float) -> None:
         super().__init__(name, spec, level, duration_s)
@@ -175,7 +176,7 @@ class OdomAccumulator(Accumulator):
         stamps = sorted(self.truth)
         errs = []
         for a, b in itertools.pairwise(stamps):
-            if a in self.pub and b in self.pub:
+            if a in self.pub and b in self.pub and not self.crosses_gap(a, b):
                 d_pub = se2_increment(self.pub[a], self.pub[b])
                 d_true = se2_increment(self.truth[a], self.truth[b])
                 e = d_pub - d_true

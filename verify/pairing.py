@@ -3,16 +3,20 @@
 The bag is read once in log-time order. A truth message is always logged at its capture time,
 before the published copy (log time = capture + latency), so pending truths are held by stamp
 until their published copy arrives; those never matched are the dropped samples.
+
+Where the bag has gaps (verify/integrity.py: damaged chunks, the part after a killed run's last
+complete chunk) a sample is left out, not judged: a published copy whose truth lies in a gap,
+a pair whose stamp does, and a truth whose published copy may have been logged in one (stamp to
+stamp + the sensor's largest latency); `BagSummary.excluded` counts them per sensor.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 
-from simconform.bag.messages import TYPESTORE, stamp_ns
-from simconform.bag.reader import open_bag
+from simconform.bag.messages import stamp_ns
+from simconform.bag.reader import SourceBag
 from simconform.errors import UserError
 
 
@@ -37,18 +41,23 @@ class BagSummary:
     readable_until_ns: int | None = None
     truncated: str | None = None
     messages: int = 0
+    excluded: dict[str, int] = field(default_factory=dict)
 
 
 def stream_pairs(
-    bag: Path,
+    src: SourceBag,
     topics: dict[str, tuple[str, str]],
     decode: dict[str, Callable[[object], object]],
     summary: BagSummary,
+    in_gap: Callable[[int, int], bool] | None = None,
+    max_latency_ns: dict[str, int] | None = None,
 ) -> Iterator[tuple[str, Pair | Unpaired]]:
     """Yield (sensor, Pair) as matches arrive, then (sensor, Unpaired) for every leftover truth.
 
     topics maps sensor name -> (published topic, truth topic). `decode` turns a deserialized
-    message into the compact form the sensor's accumulator wants.
+    message into the compact form the sensor's accumulator wants. `in_gap(lo, hi)`: whether a
+    gap of the bag overlaps [lo, hi] (log time); `max_latency_ns`: per sensor, the largest
+    delay its spec allows between capture and publish.
     """
     role = {}
     for sensor, (pub, truth_topic) in topics.items():
@@ -56,47 +65,47 @@ def stream_pairs(
         role[truth_topic] = (sensor, True)
     wanted = set(role)
     pending: dict[str, dict[int, object]] = {s: {} for s in topics}
-    reader = open_bag(bag, typestore=TYPESTORE)
-    try:
-        present = {c.topic for c in reader.connections}
-        missing = sorted(wanted - present)
-        if missing:
-            raise UserError(
-                bag,
-                "topics",
-                missing[0],
-                f"expected the topic in the bag (has: {', '.join(sorted(present))})",
-            )
-        conns = [c for c in reader.connections if c.topic in wanted]
-        it = reader.messages(connections=conns)
-        while True:
-            try:
-                conn, log_ns, raw = next(it)
-            except StopIteration:
-                break
-            except Exception as exc:  # a bag cut off mid-write: keep what was readable
-                summary.truncated = f"{type(exc).__name__}: {exc}"
-                break
-            summary.messages += 1
-            summary.readable_until_ns = log_ns
-            msg = reader.deserialize(raw, conn.msgtype)
-            sensor, truth = role[conn.topic]
-            st = stamp_ns(msg.header)
-            value = decode[sensor](msg)
-            if truth:
-                pending[sensor][st] = value
-            elif st in pending[sensor]:
-                yield sensor, Pair(st, log_ns, pending[sensor].pop(st), value)
+    gap = in_gap or (lambda _lo, _hi: False)
+    late = max_latency_ns or {}
+    summary.excluded = dict.fromkeys(topics, 0)
+    present = {c.topic for c in src.connections}
+    missing = sorted(wanted - present)
+    if missing:
+        raise UserError(
+            src.path,
+            "topics",
+            missing[0],
+            f"expected the topic in the bag (has: {', '.join(sorted(present))})",
+        )
+    for topic, msgtype, log_ns, raw in src.messages(wanted):
+        summary.messages += 1
+        summary.readable_until_ns = log_ns
+        msg = src.deserialize(raw, msgtype)
+        sensor, truth = role[topic]
+        st = stamp_ns(msg.header)
+        value = decode[sensor](msg)
+        if truth:
+            pending[sensor][st] = value
+        elif st in pending[sensor]:
+            item = Pair(st, log_ns, pending[sensor].pop(st), value)
+            if gap(st, st):
+                summary.excluded[sensor] += 1
             else:
-                raise UserError(
-                    bag,
-                    conn.topic,
-                    st,
-                    "published sample has no truth sample with "
-                    "the same header.stamp (expected one per capture)",
-                )
-    finally:
-        reader.close()
+                yield sensor, item
+        elif gap(st, st):  # its truth was lost with a damaged chunk
+            summary.excluded[sensor] += 1
+        else:
+            raise UserError(
+                src.path,
+                topic,
+                st,
+                "published sample has no truth sample with "
+                "the same header.stamp (expected one per capture)",
+            )
+    summary.truncated = src.stop_reason
     for sensor, left in pending.items():
         for st in sorted(left):
-            yield sensor, Unpaired(st, left[st])
+            if gap(st, st + late.get(sensor, 0)):  # its published copy may lie in a gap
+                summary.excluded[sensor] += 1
+            else:
+                yield sensor, Unpaired(st, left[st])

@@ -67,7 +67,9 @@ def header_lines(report: dict) -> list[str]:
         f"confidence {report['confidence']:g}",
         f"spec `{r['spec']}`, world `{r['world']}`, trajectory `{r['trajectory']}`",
     ]
-    if not r["complete"]:
+    integ = r.get("integrity") or {}
+    scope = integ.get("scope", "whole run")
+    if not r["complete"] and scope == "whole run":
         why = (
             r.get("stopped_by")
             or r.get("incomplete_reason")
@@ -75,6 +77,12 @@ def header_lines(report: dict) -> list[str]:
             or "not finished"
         )
         lines.append(f"**Incomplete run** ({why}): verified up to the last recorded message.")
+    elif scope != "whole run":
+        lines.append(
+            f"**Incomplete run: the verdict covers the {scope.replace(' only', '')} only**, "
+            f"{r['duration_s']:g} s of {r.get('planned_duration_s', r['duration_s']):g} s planned"
+        )
+        lines += integ.get("findings", [])
     lines += engine_noise_lines(report)
     return lines
 

@@ -213,6 +213,26 @@ def rate_from_stamps(stamps_ns: np.ndarray, level: float = 0.95) -> Estimate:
     return Estimate(1.0 / mean_dt, (1.0 / hi_dt, hi), n, level)
 
 
+def rate_from_intervals(dt_ns: np.ndarray, level: float = 0.95) -> Estimate:
+    """rate_from_stamps over a chosen set of inter-arrival intervals (integer ns): a series with
+    gaps gives the intervals on either side of each gap, not the ones across it. m < 2 -> NaN."""
+    _check_level(level)
+    d_ns = np.asarray(dt_ns).ravel().astype(np.int64, copy=False)
+    m = d_ns.size
+    if m < 2:
+        return _nan(m + 1, level)
+    dt = d_ns.astype(np.float64) * 1e-9
+    mean_dt = float(d_ns.sum()) * 1e-9 / m
+    if mean_dt <= 0:
+        raise ValueError("stamps must span a positive time")
+    d = dt - mean_dt
+    var = float(d @ d) / (m - 1)
+    half = float(stats.t.ppf(0.5 + level / 2, m - 1)) * math.sqrt(var / m)
+    lo_dt, hi_dt = mean_dt - half, mean_dt + half
+    hi = 1.0 / lo_dt if lo_dt > 0 else math.inf
+    return Estimate(1.0 / mean_dt, (1.0 / hi_dt, hi), m + 1, level)
+
+
 def allan_walk(
     x: ArrayLike, dt: float, white_sigma: float, level: float = 0.95, min_pairs: int = 8
 ) -> Estimate:

@@ -1,4 +1,9 @@
-"""Verify a recorded run: read run.json and the bag, compute metrics, write DIR/report/."""
+"""Verify a recorded run: read run.json and the bag, compute metrics, write DIR/report/.
+
+Before any metric, verify/integrity.py checks what can be trusted (the files against run.json's
+SHA-256, the bag's chunks against their CRCs, the span that was recorded); samples in a gap
+are left out, and the report says what its verdict covers (`run.integrity.scope`).
+"""
 
 from __future__ import annotations
 
@@ -7,9 +12,12 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from simconform.bag.reader import SourceBag
 from simconform.errors import UserError, from_validation
 from simconform.spec import Spec
 from simconform.verify import stats
+from simconform.verify import tolerances as tl
+from simconform.verify.integrity import check_run, run_state
 from simconform.verify.metrics import make_accumulator
 from simconform.verify.pairing import BagSummary, Pair, stream_pairs
 from simconform.world import Origin
@@ -46,23 +54,41 @@ def verify_run(run_dir: Path, level: float = 0.95, write: bool = True) -> dict:
         origin = Origin.model_validate(manifest["world_content"]["origin"])
     except ValidationError as err:
         raise from_validation(run_dir / "run.json", err) from None
-    duration_s = (manifest["end_ns"] - manifest["start_ns"]) / 1e9
-    accs = {n: make_accumulator(n, s, level, duration_s, origin) for n, s in spec.sensors.items()}
-    topics = {n: spec.data_topics(n) for n in spec.sensors}
-    decode = {n: type(a).decode for n, a in accs.items()}
-    summary = BagSummary()
-    for sensor, item in stream_pairs(run_dir / "bag", topics, decode, summary):
-        try:
-            accs[sensor].add(item)
-        except ValueError as exc:
-            raise UserError(
-                run_dir / "bag",
-                spec.data_topics(sensor)[0],
-                getattr(item, "stamp_ns", None),
-                str(exc),
-            ) from None
+    src = _open_bag(run_dir, manifest)
+    try:
+        found = check_run(run_dir, manifest, src)
+        start = int(manifest["start_ns"])
+        end = found.span_end_ns if found.span_end_ns is not None else int(manifest["end_ns"])
+        duration_s = max(end - start, 0) / 1e9
+        accs = {
+            n: make_accumulator(n, s, level, duration_s, origin) for n, s in spec.sensors.items()
+        }
+        for acc in accs.values():
+            acc.gaps = found.gaps
+        topics = {n: spec.data_topics(n) for n in spec.sensors}
+        decode = {n: type(a).decode for n, a in accs.items()}
+        late = {n: round(tl.latency_max_ms(s.latency) * 1e6) for n, s in spec.sensors.items()}
+        summary = BagSummary()
+        pairs = stream_pairs(src, topics, decode, summary, found.excluded_at, late)
+        for sensor, item in pairs:
+            try:
+                accs[sensor].add(item)
+            except ValueError as exc:
+                raise UserError(
+                    run_dir / "bag",
+                    spec.data_topics(sensor)[0],
+                    getattr(item, "stamp_ns", None),
+                    str(exc),
+                ) from None
+    finally:
+        src.close()
+    found.excluded = {k: v for k, v in summary.excluded.items() if v}
+    if found.state in ("interrupted", "failed") and found.span_end_ns is None:
+        last = max((max(a.truth_stamps, default=start) for a in accs.values()), default=start)
+        duration_s = (last - start) / 1e9  # a run from before recorded_end_ns: its last capture
     sensors = {}
     for name, acc in accs.items():
+        acc.duration_s = duration_s
         sensors[name] = {
             "type": spec.sensors[name].type,
             "topic": spec.data_topics(name)[0],
@@ -70,6 +96,8 @@ def verify_run(run_dir: Path, level: float = 0.95, write: bool = True) -> dict:
             "published": len(acc.pub_stamps),
             "metrics": acc.metrics(),
         }
+        if found.excluded.get(name):
+            sensors[name]["excluded"] = found.excluded[name]
     _normality_verdicts(sensors, level)
     _engine_noise_verdicts(sensors, manifest)
     report = {
@@ -77,14 +105,20 @@ def verify_run(run_dir: Path, level: float = 0.95, write: bool = True) -> dict:
             "backend": manifest["backend"],
             "seed": manifest["seed"],
             "noise": manifest.get("noise", "pipeline"),
-            "complete": bool(manifest.get("complete", False)) and summary.truncated is None,
+            "complete": bool(manifest.get("complete", False))
+            and summary.truncated is None
+            and found.scope == "whole run",
             "stopped_by": manifest.get("stopped_by"),
+            "state": found.state,
+            "interrupted": found.interrupted,
+            "integrity": found.as_dict(),
             "incomplete_reason": manifest.get("incomplete_reason"),
             "bag_truncated": summary.truncated,
             "spec": manifest.get("spec"),
             "world": manifest.get("world"),
             "trajectory": manifest.get("trajectory"),
             "duration_s": duration_s,
+            "planned_duration_s": (manifest["end_ns"] - manifest["start_ns"]) / 1e9,
             "simconform": manifest.get("simconform"),
             "git_commit": manifest.get("git_commit"),
         },
@@ -97,6 +131,22 @@ def verify_run(run_dir: Path, level: float = 0.95, write: bool = True) -> dict:
 
         write_reports(run_dir / "report", report, {n: a.samples for n, a in accs.items()})
     return report
+
+
+def _open_bag(run_dir: Path, manifest: dict) -> SourceBag:
+    """The run's bag, checked; a killed run whose bag holds nothing readable says so."""
+    try:
+        return SourceBag(run_dir / "bag")
+    except UserError as exc:
+        if run_state(manifest) != "recording":
+            raise
+        raise UserError(
+            run_dir / "bag",
+            "bag",
+            exc.value,
+            "the run was killed before its bag held a complete chunk (run.json still says "
+            "it is recording): there is nothing to verify",
+        ) from None
 
 
 def _normality_verdicts(sensors: dict, level: float) -> None:

@@ -93,12 +93,38 @@ class Replay(Scan):
                 bar.close()
         if self.motion is not None:
             write_gt(out / "gt", self.motion, self.sensors)
-        complete = self.stop_reason is None
-        reason = None if complete else f"source bag truncated or damaged: {self.stop_reason}"
+        damaged = self.src.damaged
+        complete = self.stop_reason is None and not damaged
+        reasons = [f"source bag truncated: {self.stop_reason}"] if self.stop_reason else []
+        if damaged:
+            reasons.append(
+                f"source bag damaged: {len(damaged)} stretch(es) skipped (run.json data_gaps)"
+            )
+        reason = "; ".join(reasons) or None
         section = self._section(start, end)
         manifest = self._manifest(start, end, complete, reason, section)
+        manifest["data_gaps"] = self._gaps()
         write_json_atomic(out / "run.json", manifest)
         return ReplayResult(out, complete, reason, self.truth, section)
+
+    def _gaps(self) -> list[dict]:
+        """The source's damaged stretches and, for a cut file, what follows its last message:
+        log-time spans that verify leaves out (verify/integrity.py)."""
+        out = [
+            {"start_ns": d.start_ns, "end_ns": d.end_ns, "kind": "damaged", "reason": d.text()}
+            for d in self.src.damaged
+        ]
+        last = self.src.last_log_ns
+        if self.stop_reason is not None and last is not None:
+            out.append(
+                {
+                    "start_ns": last,
+                    "end_ns": None,
+                    "kind": "not recorded",
+                    "reason": f"the source bag ends at log time {sec(last)} s ({self.stop_reason})",
+                }
+            )
+        return out
 
     def _push_tf(self, bag: BagRecorder, j: int, mark: int | None) -> int:
         m = self.motion
@@ -171,11 +197,14 @@ class Replay(Scan):
     # ----------------------------------------------------------------- run.json
 
     def _section(self, start: int, end: int) -> dict:
-        if self.src.read_with != "rosbags":
+        if self.src.read_with == "salvage scan":
             self.warnings.append(
                 f"rosbags could not open the bag ({self.src.open_error}); it was read by a "
                 "sequential scan of its records"
             )
+        for d in self.src.damaged:
+            self.warnings.append(f"damaged, skipped and not judged: {d.text()}")
+        self.warnings += self.src.notes
         sensors = {}
         for sn in self.sensors:
             lat = (np.asarray(sn.logs) - np.asarray(sn.stamps)) / 1e6 if sn.stamps else None
@@ -226,8 +255,13 @@ class Replay(Scan):
             "source": str(self.bag_path.resolve()),
             "source_format": self.src.format,
             "read_with": self.src.read_with,
-            "source_complete": self.stop_reason is None,
+            "source_complete": self.stop_reason is None and not self.src.damaged,
             "truncation": self.stop_reason,
+            "source_integrity": {
+                "chunks": self.src.chunks,
+                "damaged": [d.text() for d in self.src.damaged],
+                "notes": list(self.src.notes),
+            },
             "messages_read": self.n_stream,
             "map": str(Path(self.cfg.map).resolve()),
             "map_content": self.m.model_dump(mode="json"),
@@ -261,6 +295,7 @@ class Replay(Scan):
             "world_content": self.world.model_dump(mode="json"),
             "complete": complete,
             "stopped_by": None,
+            "state": "finished",
             "incomplete_reason": reason,
             "captures": {sn.name: len(sn.captures) for sn in self.sensors},
             "published": {sn.name: sn.published for sn in self.sensors},

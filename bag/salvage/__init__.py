@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from simconform.bag.salvage.base import NotABag, Salvage
+from simconform.bag.salvage.base import Damage, NotABag, Salvage
 from simconform.bag.salvage.mcap import McapScan
 from simconform.bag.salvage.ros1 import Ros1Scan
 from simconform.bag.salvage.sqlite import SqliteScan
@@ -38,4 +38,4 @@ def salvage_for(path: Path) -> Salvage:
     raise NotABag(f"unknown file kind {kind!r}")
 
 
-__all__ = ["McapScan", "NotABag", "Ros1Scan", "Salvage", "SqliteScan", "salvage_for"]
+__all__ = ["Damage", "McapScan", "NotABag", "Ros1Scan", "Salvage", "SqliteScan", "salvage_for"]

@@ -12,6 +12,7 @@ import contextlib
 import mmap
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,31 @@ Buffer = bytes | mmap.mmap
 
 class NotABag(Exception):
     """The salvage scan found no valid file structure (bad magic, no connections)."""
+
+
+@dataclass
+class Damage:
+    """A stretch of a bag file whose messages cannot be trusted and were not read: a chunk
+    whose CRC does not match, that does not decompress, or records whose framing is broken.
+    start_ns/end_ns: the log-time span its messages lie in (None: unknown, i.e. from the
+    start or to the end); messages: topic -> how many it held, where the file says so."""
+
+    file: str
+    where: str
+    reason: str
+    start_ns: int | None = None
+    end_ns: int | None = None
+    messages: dict[str, int] = field(default_factory=dict)
+
+    def text(self) -> str:
+        def sec(t: int | None) -> str:
+            return "?" if t is None else f"{t / 1e9:.9g}"
+
+        held = ", ".join(f"{n} on {t}" for t, n in sorted(self.messages.items()))
+        return (
+            f"{self.file}, {self.where}: {self.reason}; messages logged {sec(self.start_ns)} to "
+            f"{sec(self.end_ns)} s" + (f" ({held})" if held else "")
+        )
 
 
 class Salvage:
@@ -45,6 +71,10 @@ class Salvage:
         self.conns: dict[int, tuple[str, str, str, str]] = {}
         self.stop_reason = ""
         self.clean_end = False  # the scan reached the file's regular end of data
+        self.damaged: list[Damage] = []  # skipped stretches (MCAP: chunks that fail a check)
+        self.notes: list[str] = []  # checks that failed outside the messages (MCAP CRCs)
+        self.chunks = {"total": 0, "with_crc": 0}
+        self.last_log_ns: int | None = None
         self._store: Typestore | None = None
         try:
             self.count = sum(1 for _ in self.scan())  # collects connections, checks structure

@@ -12,6 +12,7 @@ from simconform.errors import UserError
 err = Console(stderr=True, highlight=False)
 STYLE = {"pass": "green", "fail": "bold red", "inconclusive": "yellow", "not_applicable": "dim"}
 INTERRUPT_CODES = {"SIGINT": 130, "SIGTERM": 143}
+PARTIAL = 4  # the verdict covers only part of the run (damaged or not all recorded)
 
 
 def stdout_console(width: int = 150) -> Console:
@@ -42,11 +43,33 @@ def print_table(report: dict, console: Console | None = None) -> None:
         table.add_row(s, label, c, me, ci, tol, f"[{STYLE[v]}]{SYMBOL[v]}[/]")
     console.print(table)
     v = report["verdict"]
-    console.print(f"verdict: [{STYLE[v]}]{SYMBOL[v]}[/]")
+    scope = (r.get("integrity") or {}).get("scope", "whole run")
+    if scope == "whole run":
+        console.print(f"verdict: [{STYLE[v]}]{SYMBOL[v]}[/]")
+    else:
+        console.print(
+            f"verdict: [{STYLE[v]}]{SYMBOL[v]}[/] [yellow](of the {scope.replace(' only', '')} "
+            "only: not a verdict on the whole run)[/]"
+        )
+
+
+def print_integrity(report: dict) -> None:
+    """What the integrity checks found (verify/integrity.py), one line each, on stderr."""
+    integ = report["run"].get("integrity") or {}
+    for line in integ.get("findings", []):
+        err.print(f"[yellow]integrity[/]: {line}", soft_wrap=True)
 
 
 def exit_code(report: dict) -> int:
-    return 0 if report["verdict"] in ("pass", "not_applicable") else 1
+    """0 pass, 1 fail or inconclusive, 4 (PARTIAL) a verdict on part of the run only: damaged
+    data left out or a run that did not record its whole span. A FAIL on the part judged is a
+    FAIL of the run (1); anything else on part of it is not a PASS of the whole (4)."""
+    v = report["verdict"]
+    if v == "fail":
+        return 1
+    if (report["run"].get("integrity") or {}).get("scope", "whole run") != "whole run":
+        return PARTIAL
+    return 0 if v in ("pass", "not_applicable") else 1
 
 
 def check_confidence(confidence: float) -> None:

@@ -1,7 +1,8 @@
 """`simconform replay`: verify a bag recorded from another simulator or a real robot.
 
 Exit codes as for `simconform run`: 0 every metric passes, 1 any fails or is inconclusive, 2 bad
-input (raised as UserError and turned into one line by cli.main, with nothing written).
+input (raised as UserError and turned into one line by cli.main, with nothing written), 4 the
+verdict covers only part of the source (a damaged chunk left out, a file cut off).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from simconform.cli.common import check_confidence, err, exit_code, print_table
+from simconform.cli.common import check_confidence, err, exit_code, print_integrity, print_table
 
 
 def replay_command(
@@ -66,5 +67,6 @@ def replay_command(
         err.print(f"[yellow]incomplete source[/]: {result.reason}; verified what was readable")
     report = verify_run(result.out, confidence)
     print_table(report)
+    print_integrity(report)
     print(f"report: {result.out / 'report' / 'report.md'}")
     raise typer.Exit(exit_code(report))

@@ -8,7 +8,14 @@ from typing import Annotated
 
 import typer
 
-from simconform.cli.common import INTERRUPT_CODES, check_confidence, err, exit_code, print_table
+from simconform.cli.common import (
+    INTERRUPT_CODES,
+    check_confidence,
+    err,
+    exit_code,
+    print_integrity,
+    print_table,
+)
 from simconform.errors import UserError
 
 
@@ -101,6 +108,7 @@ def run(
         )
     report = verify_run(result.out, confidence)
     print_table(report)
+    print_integrity(report)
     print(f"report: {result.out / 'report' / 'report.md'}")
     if result.stopped_by:
         raise typer.Exit(INTERRUPT_CODES.get(result.stopped_by, 1))
@@ -113,9 +121,15 @@ def verify(
     ],
     confidence: Annotated[float, typer.Option(help="Confidence level of every interval.")] = 0.95,
 ) -> None:
-    """Verify a recorded run again, rewrite DIR/report/ and print the verdict table."""
+    """Verify a recorded run again, rewrite DIR/report/ and print the verdict table.
+
+    The run's files are checked against the SHA-256 in run.json and its MCAP chunks against
+    their CRCs; damaged data is left out and named, a killed run is verified up to its last
+    complete chunk. Exit 4 when the verdict covers only part of the run (and is not FAIL)."""
     from simconform.verify.verifier import verify_run
 
+    check_confidence(confidence)
     report = verify_run(run_dir, confidence)
     print_table(report)
+    print_integrity(report)
     raise typer.Exit(exit_code(report))

@@ -1,0 +1,131 @@
+"""rosbags' bag writers made to keep what they wrote: MCAP with CRCs, sqlite3 committed as it goes.
+
+MCAP: rosbags' writer with the CRCs it leaves at zero (every chunk, the data section, the
+summary).
+
+rosbags (0.11) writes each CRC field of an MCAP file as 0, "not available", so a flipped byte
+inside a chunk decompresses to plausible garbage that every reader accepts (issue 15 measured
+range_std 9.4e35 from one flipped byte). `CrcMcapWriter` fills the three fields in:
+
+- Chunk `uncompressed_crc`: CRC-32 of the chunk's uncompressed records, computed before rosbags
+  writes the chunk and patched into the record right after (9 + 24 bytes into it: opcode,
+  length, start, end, uncompressed size). rosbags' reader, the mcap libraries and
+  simconform.bag.salvage.mcap check it.
+- DataEnd `data_section_crc`: CRC-32 of every byte from the start of the file up to the DataEnd
+  record (as the mcap libraries compute it: magic and header included), and Footer
+  `summary_crc`: from the summary section's start through the Footer's summary_offset_start
+  field. Both are patched once rosbags has closed the file, reading it back in 1 MiB blocks.
+
+Why a subclass and not the `mcap` package's writer: rosbags also writes metadata.yaml and the
+rosbag2 metadata record, and the bags must stay byte-identical for the same inputs and seed;
+the subclass changes nothing but the three CRC fields (positions fixed by the MCAP spec and
+checked before each patch). Each chunk is flushed to the operating system as it is written,
+so a process killed mid-run leaves every complete chunk in the file.
+
+sqlite3: rosbags' writer holds the whole bag in one transaction, committed on close; a process
+killed mid-run leaves a hot journal, and the first program that opens the database rolls it
+back to an empty bag. `CommittingSqlite3Writer` commits after about every MiB of message data
+(what an MCAP chunk holds), so a killed run keeps every committed message. SQLite itself
+checks only the structure of the file (`PRAGMA integrity_check`), not the contents of a row:
+a flipped byte inside a message is found by the SHA-256 that run.json records of every file.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from pathlib import Path
+from typing import ClassVar
+
+from rosbags.rosbag2 import StoragePlugin, Writer
+from rosbags.rosbag2.storage_mcap import McapWriter
+from rosbags.rosbag2.storage_sqlite3 import Sqlite3Writer
+
+_MAGIC = b"\x89MCAP0\r\n"
+_CHUNK_CRC = 9 + 24  # opcode u8, length u64, message start/end u64, uncompressed size u64
+_FOOTER = 1 + 8 + 8 + 8 + 4  # opcode, length, summary_start, summary_offset_start, summary_crc
+_DATA_END = 1 + 8 + 4  # opcode, length, data_section_crc
+_BLOCK = 1 << 20
+
+
+class CrcMcapWriter(McapWriter):
+    """rosbags' McapWriter that writes each chunk's CRC and, on close, the data and summary
+    CRCs."""
+
+    def close_chunk(self) -> None:
+        with self.chunk.bio.getbuffer() as records:
+            crc = zlib.crc32(records)
+        start = self.bio.tell()
+        super().close_chunk()
+        self.bio.flush()  # the complete chunk reaches the OS: a killed run keeps it
+        fd = os.open(self.path, os.O_RDWR)  # rosbags opened the file write-only
+        try:
+            head = os.pread(fd, _CHUNK_CRC + 4, start)
+            op, _n, _t0, _t1, _size, old = struct.unpack("<BQQQQI", head)
+            if op != 0x06 or old != 0:
+                raise RuntimeError(f"{self.path}: no chunk record at byte {start}")
+            os.pwrite(fd, struct.pack("<I", crc), start + _CHUNK_CRC)
+        finally:
+            os.close(fd)
+
+    def close(self, version: int, metadata: str) -> None:
+        super().close(version, metadata)
+        seal(self.path)
+
+
+def seal(path: Path) -> None:
+    """Write the DataEnd and Footer CRCs of a closed MCAP file (rosbags leaves them at 0)."""
+    with open(path, "r+b") as fh:
+        size = fh.seek(0, 2)
+        fh.seek(size - 8 - _FOOTER)
+        tail = fh.read(_FOOTER + 8)
+        op, length, summary_start, _offsets = struct.unpack_from("<BQQQ", tail)
+        if tail[-8:] != _MAGIC or op != 0x02 or length != 20 or summary_start < _DATA_END:
+            raise RuntimeError(f"{path}: unexpected MCAP footer {tail!r}")
+        data_end = summary_start - _DATA_END
+        fh.seek(data_end)
+        op, length = struct.unpack("<BQ", fh.read(9))
+        if op != 0x0F or length != 4:
+            raise RuntimeError(f"{path}: no DataEnd record at byte {data_end}")
+        footer = size - 8 - _FOOTER
+        data_crc = _crc(fh, 0, data_end)
+        summary_crc = _crc(fh, summary_start, footer + _FOOTER - 4)
+        fh.seek(data_end + 9)
+        fh.write(struct.pack("<I", data_crc))
+        fh.seek(footer + _FOOTER - 4)
+        fh.write(struct.pack("<I", summary_crc))
+
+
+def _crc(fh, start: int, end: int) -> int:
+    fh.seek(start)
+    crc, left = 0, end - start
+    while left > 0:
+        block = fh.read(min(_BLOCK, left))
+        if not block:
+            raise RuntimeError(f"{fh.name}: file ends at byte {end - left}")
+        crc = zlib.crc32(block, crc)
+        left -= len(block)
+    return crc
+
+
+class CommittingSqlite3Writer(Sqlite3Writer):
+    """rosbags' Sqlite3Writer committing after about every MiB of message data."""
+
+    COMMIT_BYTES = 1 << 20
+
+    def write(self, connection, timestamp: int, data) -> None:
+        super().write(connection, timestamp, data)
+        self._pending = getattr(self, "_pending", 0) + len(data)
+        if self._pending >= self.COMMIT_BYTES:
+            self.conn.commit()
+            self._pending = 0
+
+
+class CrcWriter(Writer):
+    """rosbags' rosbag2 Writer with the storage writers above."""
+
+    STORAGE_PLUGINS: ClassVar = {
+        StoragePlugin.MCAP: CrcMcapWriter,
+        StoragePlugin.SQLITE3: CommittingSqlite3Writer,
+    }
