@@ -7,8 +7,9 @@ simconform.bag.salvage, which read it up to the last complete message.
 
 `SourceBag` checks an MCAP bag first (bag.salvage.mcap.McapScan: every chunk's CRC, the data
 and summary CRCs): a bag with a damaged chunk is read by that scan, which skips the damaged
-chunks and lists them in `damaged` (rosbags would stop for good at the first one); an intact
-bag is read by rosbags, as any other.
+chunks and lists them in `damaged` (rosbags would stop for good at the first one), as is a bag
+whose data or summary CRC fails (rosbags finds chunks through the summary); an intact bag is
+read by rosbags, as any other.
 """
 
 from __future__ import annotations
@@ -93,7 +94,9 @@ class SourceBag:
         if not path.exists():
             raise UserError(path, "bag", str(path), BAG_KINDS)
         checked = self._check_mcap(path)
-        if checked is not None and checked.damaged and checked.clean_end:
+        if checked is not None and (checked.damaged or checked.notes) and checked.clean_end:
+            # rosbags would stop at the first damaged chunk, and it reads chunks through the
+            # summary's index, which a failed data or summary CRC leaves in doubt
             self._use_scan(checked, "checked scan (damaged chunks skipped)")
             return
         try:
@@ -108,7 +111,7 @@ class SourceBag:
                 ) from None
             self._use_scan(scan, "salvage scan")
             return
-        if checked is not None and checked.damaged:
+        if checked is not None and (checked.damaged or checked.notes):
             reader.close()
             self._use_scan(checked, "checked scan (damaged chunks skipped)")
             return

@@ -85,6 +85,16 @@ class RunIntegrity:
     def excluded_at(self, lo: int, hi: int) -> bool:
         return any(g.overlaps(lo, hi) for g in self.gaps)
 
+    @property
+    def nothing_judged(self) -> bool:
+        return any(g.start_ns is None and g.end_ns is None for g in self.gaps)
+
+    def undecodable(self, topic: str, log_ns: int, why: str) -> None:
+        """A message that does not deserialize: its log time becomes a gap."""
+        self.gaps.append(
+            Gap(log_ns, log_ns, f"message on {topic} logged {log_ns / 1e9:.9g} s: {why}")
+        )
+
     def as_dict(self) -> dict:
         changed = sorted(k for k, v in self.files.items() if v == "changed")
         missing = sorted(k for k, v in self.files.items() if v == "missing")
@@ -202,7 +212,7 @@ def check_run(run_dir: Path, manifest: dict, src: SourceBag) -> RunIntegrity:
         found.gaps.append(Gap(end, None, "after the last complete chunk", "not recorded"))
         found.interrupted = (
             f"interrupted at t = {(end - start) / 1e9:.9g} s: the run was killed (run.json "
-            "still says it is recording); its bag was read up to its last complete chunk"
+            "still says it is recording); its bag was read up to its last complete record"
             + _alive(manifest)
         )
     return found

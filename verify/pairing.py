@@ -51,13 +51,16 @@ def stream_pairs(
     summary: BagSummary,
     in_gap: Callable[[int, int], bool] | None = None,
     max_latency_ns: dict[str, int] | None = None,
+    on_damage: Callable[[str, int, str], None] | None = None,
 ) -> Iterator[tuple[str, Pair | Unpaired]]:
     """Yield (sensor, Pair) as matches arrive, then (sensor, Unpaired) for every leftover truth.
 
     topics maps sensor name -> (published topic, truth topic). `decode` turns a deserialized
     message into the compact form the sensor's accumulator wants. `in_gap(lo, hi)`: whether a
     gap of the bag overlaps [lo, hi] (log time); `max_latency_ns`: per sensor, the largest
-    delay its spec allows between capture and publish.
+    delay its spec allows between capture and publish. A message that does not deserialize
+    (a bag without checksums can hold damaged bytes) goes to `on_damage(topic, log_ns, why)`,
+    which makes its log time a gap, instead of raising.
     """
     role = {}
     for sensor, (pub, truth_topic) in topics.items():
@@ -80,10 +83,16 @@ def stream_pairs(
     for topic, msgtype, log_ns, raw in src.messages(wanted):
         summary.messages += 1
         summary.readable_until_ns = log_ns
-        msg = src.deserialize(raw, msgtype)
         sensor, truth = role[topic]
-        st = stamp_ns(msg.header)
-        value = decode[sensor](msg)
+        try:
+            msg = src.deserialize(raw, msgtype)
+            st = stamp_ns(msg.header)
+            value = decode[sensor](msg)
+        except Exception as exc:  # rosbags and numpy raise many types for damaged bytes
+            if on_damage is None:
+                raise
+            on_damage(topic, log_ns, f"{type(exc).__name__}: {exc}")
+            continue
         if truth:
             pending[sensor][st] = value
         elif st in pending[sensor]:

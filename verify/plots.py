@@ -68,7 +68,8 @@ def conformance(path: Path, report: dict) -> Path | None:
             c = m["configured"]
             if not hi > lo or c is None:
                 continue
-            norm = [_to_band(v, lo, c, hi) for v in (m["measured"], *m["ci"])]
+            ci_hi = np.inf if m["ci"][1] is None else m["ci"][1]  # an unbounded end (a rate)
+            norm = [_to_band(v, lo, c, hi) for v in (m["measured"], m["ci"][0], ci_hi)]
             items.append((f"{sname}.{mname}", norm, m["verdict"]))
     xlabel = "(measured - configured) / tolerance half-width (CI as bar, clipped at ±3)"
     return interval_chart(path, items, xlabel, "configured vs measured")

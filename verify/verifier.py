@@ -23,6 +23,11 @@ from simconform.verify.pairing import BagSummary, Pair, stream_pairs
 from simconform.world import Origin
 
 VERDICT_ORDER = ("fail", "inconclusive", "pass")
+_NOT_JUDGED = {
+    "verdict": "not_applicable",
+    "reason": "the bag is damaged where no checksum can locate it: nothing in it is judged",
+    "unit": "",
+}
 
 
 def load_manifest(run_dir: Path) -> dict:
@@ -69,8 +74,10 @@ def verify_run(run_dir: Path, level: float = 0.95, write: bool = True) -> dict:
         decode = {n: type(a).decode for n, a in accs.items()}
         late = {n: round(tl.latency_max_ms(s.latency) * 1e6) for n, s in spec.sensors.items()}
         summary = BagSummary()
-        pairs = stream_pairs(src, topics, decode, summary, found.excluded_at, late)
-        for sensor, item in pairs:
+        pairs = stream_pairs(
+            src, topics, decode, summary, found.excluded_at, late, found.undecodable
+        )
+        for sensor, item in () if found.nothing_judged else pairs:
             try:
                 accs[sensor].add(item)
             except ValueError as exc:
@@ -89,12 +96,13 @@ def verify_run(run_dir: Path, level: float = 0.95, write: bool = True) -> dict:
     sensors = {}
     for name, acc in accs.items():
         acc.duration_s = duration_s
+        metrics = acc.metrics() if not found.nothing_judged else {"not_judged": _NOT_JUDGED}
         sensors[name] = {
             "type": spec.sensors[name].type,
             "topic": spec.data_topics(name)[0],
             "captures": len(acc.truth_stamps),
             "published": len(acc.pub_stamps),
-            "metrics": acc.metrics(),
+            "metrics": metrics,
         }
         if found.excluded.get(name):
             sensors[name]["excluded"] = found.excluded[name]

@@ -77,7 +77,10 @@ class Salvage:
         self.last_log_ns: int | None = None
         self._store: Typestore | None = None
         try:
-            self.count = sum(1 for _ in self.scan())  # collects connections, checks structure
+            n, last = 0, None  # the scan collects connections and checks the structure
+            for _cid, log_ns, _raw in self.scan():
+                n, last = n + 1, log_ns if last is None else max(last, log_ns)
+            self.count, self.last_log_ns = n, last
             if not self.conns:
                 raise NotABag("no connection records found")
         except BaseException:

@@ -300,15 +300,14 @@ def _chunk_header(buf: Buffer, pos: int) -> tuple | None:
 
 def _resync(buf: Buffer, pos: int, end: int) -> int | None:
     """The next position from `pos` where a consistent chunk header or DataEnd starts."""
-    while True:
-        c = buf.find(b"\x06", pos, end)
-        d = buf.find(_DATA_END, pos, end)
-        if c < 0 or (0 <= d < c):
-            return d if d >= 0 else None
+    data_end = buf.find(_DATA_END, pos, end)
+    stop = data_end if data_end >= 0 else end
+    while (c := buf.find(b"\x06", pos, stop)) >= 0:
         h = _chunk_header(buf, c)
         if h is not None and h[5] + h[6] <= end:
             return c
         pos = c + 1
+    return data_end if data_end >= 0 else None
 
 
 def _index_ok(body: bytes) -> bool:

@@ -56,10 +56,11 @@ def _truth_stream(
 ) -> Iterator[tuple[int, tuple[str, str, int], Any]]:
     """(log_ns, (sensor, part, stamp), decoded value) of every truth message, in log order."""
     from simconform.bag.messages import stamp_ns
+    from simconform.bag.reader import SourceBag
 
-    reader = _open_bag(bag)
+    src = SourceBag(bag)  # an MCAP bag's chunks are checked: a damaged one is skipped
     try:
-        present = {c.topic for c in reader.connections}
+        present = {c.topic for c in src.connections}
         missing = sorted(set(parts) - present)
         if missing:
             raise UserError(
@@ -68,26 +69,20 @@ def _truth_stream(
                 missing[0],
                 f"expected the truth topic in the bag (has: {', '.join(sorted(present))})",
             )
-        conns = [c for c in reader.connections if c.topic in parts]
-        it = reader.messages(connections=conns)
-        while True:
-            try:
-                conn, log_ns, raw = next(it)
-            except StopIteration:
-                break
-            except Exception as exc:  # cut off mid-write: keep what was readable
-                notes.append(f"run {label}: bag cut off ({type(exc).__name__}: {exc})")
-                break
-            msg = reader.deserialize(raw, conn.msgtype)
-            sensor, part = parts[conn.topic]
+        notes += [f"run {label}: damaged, not compared: {d.text()}" for d in src.damaged]
+        for topic, msgtype, log_ns, raw in src.messages(set(parts)):
+            msg = src.deserialize(raw, msgtype)
+            sensor, part = parts[topic]
             key = (sensor, part, stamp_ns(msg.header))
             try:
                 value = decode[(sensor, part)](msg)
             except ValueError as exc:
-                raise UserError(bag, conn.topic, key[2], str(exc)) from None
+                raise UserError(bag, topic, key[2], str(exc)) from None
             yield log_ns, key, value
+        if src.stop_reason is not None:  # cut off mid-write: keep what was readable
+            notes.append(f"run {label}: bag cut off ({src.stop_reason})")
     finally:
-        reader.close()
+        src.close()
 
 
 def paired_truth(
