@@ -67,7 +67,7 @@ def exit_code(report: dict) -> int:
     v = report["verdict"]
     if v == "fail":
         return 1
-    if (report["run"].get("integrity") or {}).get("scope", "whole run") != "whole run":
+    if ((report.get("run") or {}).get("integrity") or {}).get("scope", "whole run") != "whole run":
         return PARTIAL
     return 0 if v in ("pass", "not_applicable") else 1
 

@@ -97,6 +97,7 @@ def published_series(
     run_dir: Path, spec: Spec, origin: Origin, duration_s: float, level: float
 ) -> dict[str, dict[str, tuple[Series, dict]]]:
     """Per sensor, per error field: (Series, {sigma, bias, unit}) of one run's published errors."""
+    from simconform.bag.reader import SourceBag
     from simconform.verify.pairing import BagSummary, stream_pairs
 
     accs = {
@@ -104,13 +105,22 @@ def published_series(
     }
     topics = {n: spec.data_topics(n) for n in spec.sensors}
     decode = {n: type(a).decode for n, a in accs.items()}
-    for sensor, item in stream_pairs(run_dir / "bag", topics, decode, BagSummary()):
-        try:
-            accs[sensor].add(item)
-        except ValueError as exc:
-            raise UserError(
-                run_dir / "bag", topics[sensor][0], getattr(item, "stamp_ns", None), str(exc)
-            ) from None
+    src = SourceBag(run_dir / "bag")  # an MCAP bag's damaged chunks are skipped
+    spans = [(d.start_ns, d.end_ns) for d in src.damaged]
+
+    def in_gap(lo: int, hi: int) -> bool:
+        return any((a is None or a <= hi) and (b is None or lo <= b) for a, b in spans)
+
+    try:
+        for sensor, item in stream_pairs(src, topics, decode, BagSummary(), in_gap):
+            try:
+                accs[sensor].add(item)
+            except ValueError as exc:
+                raise UserError(
+                    run_dir / "bag", topics[sensor][0], getattr(item, "stamp_ns", None), str(exc)
+                ) from None
+    finally:
+        src.close()
     return {n: _series_of(acc) for n, acc in accs.items()}
 
 
