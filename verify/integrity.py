@@ -131,7 +131,7 @@ class RunIntegrity:
         if self.excluded:
             left = ", ".join(f"{n} {s}" for s, n in sorted(self.excluded.items()) if n)
             if left:
-                out.append(f"samples left out (stamp or publish time in a gap): {left}")
+                out.append(f"samples left out (truth or published copy may be in a gap): {left}")
         return out
 
 

@@ -60,6 +60,12 @@ def rows(report: dict):
             )
 
 
+def scope_note(report: dict) -> str:
+    """' (of the intact part only)' where the verdict covers only part of the run."""
+    scope = (report["run"].get("integrity") or {}).get("scope", "whole run")
+    return "" if scope == "whole run" else f" (of the {scope})"
+
+
 def header_lines(report: dict) -> list[str]:
     r = report["run"]
     lines = [
@@ -109,7 +115,7 @@ def engine_noise_lines(report: dict) -> list[str]:
 
 
 def markdown(report: dict, plots: list[str]) -> str:
-    out = [f"# simconform report: {SYMBOL[report['verdict']]}", ""]
+    out = [f"# simconform report: {SYMBOL[report['verdict']]}{scope_note(report)}", ""]
     out += [f"- {line}" for line in header_lines(report)]
     out += [
         "",
@@ -153,7 +159,7 @@ def html_page(report: dict, plots: list[str]) -> str:
 <style>body{{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}}
 table{{border-collapse:collapse}}td,th{{border:1px solid #d0d7de;padding:3px 8px;font-size:14px}}
 th{{background:#f6f8fa}}</style></head><body>
-<h1>simconform report: <span style="color:{colour[v]}">{SYMBOL[v]}</span></h1>
+<h1>simconform report: <span style="color:{colour[v]}">{SYMBOL[v]}</span>{scope_note(report)}</h1>
 <ul>{head}</ul>
 <table><tr><th>sensor</th><th>metric</th><th>configured</th><th>measured</th><th>CI</th>
 <th>tolerance</th><th>unit</th><th>verdict</th><th>note</th></tr>{"".join(cells)}</table>

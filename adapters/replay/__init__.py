@@ -10,7 +10,8 @@ IMU, GNSS and odometry truth from the same motion.
 The result is an ordinary run folder in our own layout, so the verifier, the reports and
 `simconform compare` treat it like any other run. A source file cut off mid-write is read by
 simconform.bag.salvage up to the last complete message, and run.json says "complete": false
-with the reason.
+with the reason. An MCAP source's chunks are CRC-checked first; a damaged one is skipped, and
+run.json's `data_gaps` lists it (and the span after a cut file's last message) for verify.
 
 Where things are, in the order a replay runs:
 
