@@ -108,6 +108,8 @@ class SensorBackend(ABC):
     # whether lidar/camera captures may be rendered ahead in worker processes, each with its
     # own open backend (`--jobs`); false for engines that must step one timeline in order
     prefetch: bool = True
+    # folders the engine writes in run_dir (its logs), listed in the run's outputs manifest
+    run_outputs: tuple[str, ...] = ()
     # the run folder, set by `simconform run` before the first capture: engines keep their
     # logs there (an engine's failure is then explained by files that outlive the run)
     run_dir: Path | None = None

@@ -2,6 +2,7 @@
 
 A worker that dies breaks the whole pool and every cell in flight with it; those cells are
 retried once, each in its own one-process pool, so a second death is attributed exactly.
+Workers die with the driver (prctl's parent-death signal and a parent-pid watchdog).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from concurrent.futures.process import BrokenProcessPool
 
 from simconform.campaign.cell import Outcome, crashed, timed_cell
 from simconform.campaign.plan import Cell
+from simconform.lifeline import die_with_parent
 
 
 class LocalExecutor:
@@ -42,7 +44,7 @@ class LocalExecutor:
             while todo or suspects or inflight:
                 while len(inflight) < self.jobs and (todo or suspects):
                     if suspects:
-                        cell, own = suspects.popleft(), ProcessPoolExecutor(1, mp_context=ctx)
+                        cell, own = suspects.popleft(), _pool(1, ctx)
                         inflight[own.submit(timed_cell, cell)] = (cell, own)
                     else:
                         cell = todo.popleft()
@@ -94,6 +96,14 @@ class LocalExecutor:
                 own.shutdown(wait=False)
 
 
+def _pool(size: int, ctx) -> ProcessPoolExecutor:
+    """Workers that die with the driver (simconform.lifeline): a driver killed with SIGKILL
+    leaves no cell running."""
+    return ProcessPoolExecutor(
+        size, mp_context=ctx, initializer=die_with_parent, initargs=(os.getpid(),)
+    )
+
+
 def _started_pool(size: int, ctx) -> ProcessPoolExecutor:
     """A pool whose `size` workers all run before any cell is submitted.
 
@@ -102,7 +112,7 @@ def _started_pool(size: int, ctx) -> ProcessPoolExecutor:
     later goes unnoticed until some other result arrives, or forever if none does. Starting
     them all up front closes that gap.
     """
-    pool = ProcessPoolExecutor(size, mp_context=ctx)
+    pool = _pool(size, ctx)
     try:
         for fut in [pool.submit(os.getpid) for _ in range(size)]:
             fut.result()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import socket
 from collections import Counter, deque
 from collections.abc import Iterator
 from typing import Any, Literal
@@ -79,11 +80,14 @@ class RayExecutor:
             todo = deque(cells)
             attempts: Counter[str] = Counter()
             limit = self.jobs or max(1, len(cells))
+            driver = (socket.gethostname(), os.getpid())  # a task on this host dies with us
             while todo or inflight:
                 while todo and len(inflight) < limit:
                     c = todo.popleft()
                     attempts[c.id] += 1
-                    ref = task.remote(c, self.transfer, token, specs[c.variant], scenes[c.scene])
+                    ref = task.remote(
+                        c, self.transfer, token, specs[c.variant], scenes[c.scene], driver=driver
+                    )
                     inflight[ref] = c
                 ready, _ = ray.wait(list(inflight), num_returns=1)
                 for ref in ready:

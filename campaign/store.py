@@ -11,33 +11,20 @@ import datetime as dt
 import io
 import json
 import secrets
-import shutil
 import tarfile
 from pathlib import Path
 
 from simconform.campaign.plan import Cell, Scene
-from simconform.errors import UserError
-from simconform.outdir import write_json_atomic
+from simconform.outdir import remove_owned, update, write_json_atomic
 
 TOKEN_FILE = ".campaign-token"
 
 
 def prepare(out: Path) -> str:
-    """Refuse a non-empty folder that is not a campaign; return the campaign's token."""
+    """The campaign's token (made on its first run); `out` is claimed (outdir.claim)."""
     token_file = out / TOKEN_FILE
-    if out.exists():
-        if not out.is_dir():
-            raise UserError(None, "--out", str(out), "expected a folder")
-        if any(out.iterdir()) and not token_file.is_file():
-            raise UserError(
-                None,
-                "--out",
-                str(out),
-                "is not empty and not a simconform campaign; choose another --out",
-            )
     if token_file.is_file():
         return token_file.read_text().strip()
-    out.mkdir(parents=True, exist_ok=True)
     token = secrets.token_hex(16)
     token_file.write_text(token + "\n")
     return token
@@ -102,7 +89,7 @@ def finish_cell(cell: Cell, res: dict, attempts: int) -> dict:
     d = Path(cell.out)
     archive = res.pop("archive", None)
     if archive is not None:
-        shutil.rmtree(d, ignore_errors=True)
+        remove_owned(d)
         d.mkdir(parents=True)
         _untar(archive, d)
     rec = record(cell, res, attempts)
@@ -127,7 +114,9 @@ def finish_cell(cell: Cell, res: dict, attempts: int) -> dict:
         "traceback": res.get("traceback"),
         "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }
-    write_json_atomic(d / "cell.json", meta)
+    with update(d) as owned:
+        owned.declare("cell.json")
+        write_json_atomic(d / "cell.json", meta)
     return rec
 
 

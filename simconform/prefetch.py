@@ -3,7 +3,8 @@
 Truth is a pure function of (sensor, time, world, trajectory), so rendering it in parallel
 changes nothing in the bag: the main process still runs the seeded pipeline and writes every
 message in order. Workers ignore SIGINT, so Ctrl-C reaches only the main process, which then
-stops at the next sample and closes the bag.
+stops at the next sample and closes the bag. Workers die with the run (simconform.lifeline):
+a run killed with SIGKILL leaves no worker rendering on.
 
 Workers are started by a fork server, never forked from this process: by the time the pool
 starts, the backend here holds engine state that a fork copies but cannot use (MuJoCo's OSMesa
@@ -15,6 +16,7 @@ backend registered at run time works too.
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import signal
 from concurrent.futures import Future, ProcessPoolExecutor
 
@@ -25,6 +27,7 @@ _trajectory = None
 
 
 def _init(
+    parent: int | None,
     backend: str,
     entry: str,
     world: str,
@@ -33,6 +36,9 @@ def _init(
     interpolation: str,
     emulate,
 ) -> None:
+    from simconform.lifeline import die_with_parent
+
+    die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     global _backend, _trajectory
     from simconform.registry import BACKENDS, get_backend
@@ -58,13 +64,14 @@ class CapturePool:
     ) -> None:
         from simconform.registry import BACKENDS
 
-        methods = mp.get_all_start_methods()
-        ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
+        method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
         self.pool = ProcessPoolExecutor(
             max_workers=jobs,
-            mp_context=ctx,
+            mp_context=mp.get_context(method),
             initializer=_init,
             initargs=(
+                # a forkserver worker's parent is the fork server, which exits with the run
+                None if method == "forkserver" else os.getpid(),
                 backend,
                 BACKENDS[backend],
                 str(world),

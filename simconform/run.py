@@ -34,10 +34,12 @@ from simconform.adapters.base import (
 from simconform.bag import messages
 from simconform.bag.sensor_recorder import SensorRecorder
 from simconform.bag.writer import BagRecorder, TumWriter
+from simconform.budget import AHEAD, Estimate, batch_size, estimate
+from simconform.budget import check as check_budget
 from simconform.demo import DEMO_SPEC, DEMO_TRAJECTORY, DEMO_WORLD
 from simconform.errors import UserError
 from simconform.frames import Pose
-from simconform.outdir import prepare_out, write_json_atomic
+from simconform.outdir import check_target, claim, io_error, write_json_atomic
 from simconform.pipeline.chain import SensorPipeline
 from simconform.pipeline.schedule import capture_times
 from simconform.progress import progress_bar
@@ -76,6 +78,8 @@ class RunConfig:
     interpolation: str = DEFAULT_INTERPOLATION  # between the trajectory's poses: spline, linear
     noise: str = "pipeline"  # "engine": the backend's own noise models (gazebo only)
     emulate: str | None = None  # reference only: render as that engine does ("gazebo")
+    max_memory: int | None = None  # bytes: refuse a run estimated to need more
+    max_disk: int | None = None
 
 
 @dataclass
@@ -168,51 +172,79 @@ def schedule(spec: Spec, start_ns: int, end_ns: int) -> tuple[np.ndarray, np.nda
     return t[order], idx[order]
 
 
-def run(cfg: RunConfig, progress: bool | None = None) -> RunResult:
+@dataclass
+class Prepared:
+    """A run validated and planned, before its engine opens or its folder is touched."""
+
+    inputs: Inputs
+    backend: SensorBackend
+    workers: int  # capture worker processes (0: heavy sensors render in-process)
+    estimate: Estimate
+
+
+def prepare(cfg: RunConfig) -> Prepared:
+    """Validate the inputs and flags and estimate the run's memory and disk (writes nothing)."""
     inp = load_inputs(cfg)
     if cfg.noise not in ("pipeline", "engine"):
         raise UserError(None, "--noise", cfg.noise, "expected pipeline or engine")
     backend: SensorBackend = get_backend(cfg.backend, cfg.emulate)
+    if cfg.noise == "engine" and not backend.supports_engine_noise:
+        raise UserError(
+            None,
+            "--noise",
+            "engine",
+            f"the {cfg.backend} backend has no noise models of its own; only --backend "
+            "gazebo supports --noise engine (use --noise pipeline)",
+        )
+    heavy = any(isinstance(s, LidarSpec | CameraSpec) for s in inp.spec.sensors.values())
+    workers = cfg.jobs if cfg.jobs > 0 and backend.prefetch and heavy else 0
+    est = estimate(inp.spec, inp.start_ns, inp.end_ns, workers, cfg.storage, cfg.emulate)
+    return Prepared(inp, backend, workers, est)
+
+
+def check_resources(cfg: RunConfig, p: Prepared) -> list[str]:
+    """Refuse (UserError) a run whose estimate exceeds the machine or --max-memory/--max-disk."""
+    return check_budget(p.estimate, cfg.out, cfg.max_memory, cfg.max_disk, cfg.spec)
+
+
+def run(cfg: RunConfig, progress: bool | None = None) -> RunResult:
+    p = prepare(cfg)
+    inp, backend = p.inputs, p.backend
+    check_resources(cfg, p)  # before anything is allocated
+    check_target(cfg.out, "run", cfg.force)  # before an engine starts
     if cfg.noise == "engine":
-        if not backend.supports_engine_noise:
-            raise UserError(
-                None,
-                "--noise",
-                "engine",
-                f"the {cfg.backend} backend has no noise models of its own; only --backend "
-                "gazebo supports --noise engine (use --noise pipeline)",
-            )
         backend.use_engine_noise(cfg.seed)
     backend.open(inp.world, inp.spec)  # BackendUnavailable surfaces before anything is written
     try:
-        prepare_out(cfg.out, cfg.force)
-        backend.run_dir = cfg.out  # engines keep their logs in the run folder
-        pool = None
-        if (
-            cfg.jobs > 0
-            and backend.prefetch
-            and any(isinstance(s, LidarSpec | CameraSpec) for s in inp.spec.sensors.values())
-        ):
-            from simconform.prefetch import CapturePool
+        with claim(cfg.out, "run", cfg.force) as out:
+            out.declare("run.json", "bag/", "gt/", *backend.run_outputs)
+            backend.run_dir = cfg.out  # engines keep their logs in the run folder
+            pool = None
+            if p.workers:
+                from simconform.prefetch import CapturePool
 
-            pool = CapturePool(
-                cfg.jobs,
-                cfg.backend,
-                cfg.world,
-                cfg.spec,
-                cfg.trajectory,
-                cfg.interpolation,
-                cfg.emulate,
-            )
-        try:
-            result = _record(cfg, inp, backend, progress, pool, backend.engine_noise_plan())
-        except BaseException:
+                pool = CapturePool(
+                    p.workers,
+                    cfg.backend,
+                    cfg.world,
+                    cfg.spec,
+                    cfg.trajectory,
+                    cfg.interpolation,
+                    cfg.emulate,
+                )
+            try:
+                result = _record(cfg, inp, backend, progress, pool, backend.engine_noise_plan())
+            except BaseException as exc:
+                if pool is not None:
+                    pool.close(kill=True)
+                place = io_error(cfg.out, exc, "; the run stopped there, marked incomplete")
+                if place is not None:
+                    raise place from None
+                raise
             if pool is not None:
-                pool.close(kill=True)
-            raise
-        if pool is not None:
-            pool.close(kill=result.stopped_by is not None)
-        return result
+                pool.close(kill=result.stopped_by is not None)
+            out.seal()
+            return result
     finally:
         backend.close()
 
@@ -260,7 +292,7 @@ def _record(
     engine_plan: dict | None = None,
 ) -> RunResult:
     out = cfg.out
-    out.mkdir(parents=True)
+    out.mkdir(parents=True, exist_ok=True)  # claimed, so ours and emptied
     (out / "gt").mkdir()
     engine_plan = engine_plan or {}
     manifest = _manifest(cfg, inp, engine_plan)
@@ -308,7 +340,8 @@ def _record(
     tf_feed = _Feed(None, "tf", TF_RATE_HZ, inp, Pose.identity())
     result = RunResult(out=out, complete=False)
     bar = progress_bar(len(times), progress)
-    now, error = inp.start_ns, None
+    now = inp.start_ns
+    failure: BaseException | None = None
     try:
         with _StopFlag() as stop:
             for i, (t, w) in enumerate(zip(times.tolist(), who.tolist())):
@@ -336,17 +369,21 @@ def _record(
                 result.complete = True
                 now = inp.end_ns
     except BaseException as exc:
-        error = f"{type(exc).__name__}: {exc}"
+        failure = exc
         raise
     finally:
-        bag.close()
-        base_gt.close()
-        for rec in recorders:
-            rec.close()
+        # a full disk fails the closes too: close everything, keep the first error
+        propagating = failure is not None
+        for close in (bag.close, base_gt.close, *(rec.close for rec in recorders)):
+            try:
+                close()
+            except Exception as exc:
+                failure = failure or exc
         if bar is not None:
             bar.close()
         result.captures = {r.name: r.captures for r in recorders}
         result.published = {r.name: r.published for r in recorders}
+        result.complete = result.complete and failure is None
         result.recorded_end_ns = now
         state = "finished" if result.complete else "interrupted" if result.stopped_by else "failed"
         manifest.update(
@@ -357,26 +394,37 @@ def _record(
             state=state,
             recorded_end_ns=now,
         )
-        if error is not None:
-            manifest["error"] = error
-        manifest["outputs"] = output_digests(out)
-        write_json_atomic(out / "run.json", manifest)
+        if failure is not None and not isinstance(failure, KeyboardInterrupt):
+            at = (now - inp.start_ns) / 1e9
+            why = " ".join(str(failure).split())[:300]
+            manifest["error"] = f"{type(failure).__name__}: {why}"
+            manifest["incomplete_reason"] = f"stopped at t = {at:.3f} s by {manifest['error']}"
+        try:
+            manifest["outputs"] = output_digests(out)
+            write_json_atomic(out / "run.json", manifest)
+        except OSError:
+            if failure is None:
+                raise
+            # run.json keeps the "complete": false it was written with at the start
+        if failure is not None and not propagating:
+            raise failure
     return result
 
 
 class _Feed:
     """One sensor's captures in order: truth from the backend in batches of about one second of
-    simulation time (so backends can vectorise), and the sensor's ground-truth pose. With a
+    simulation time (so backends can vectorise; a batch of heavy truth holds at most
+    budget.BATCH_BYTES), and the sensor's ground-truth pose. With a
     CapturePool, the next batches are rendered ahead in worker processes."""
-
-    AHEAD = 3  # batches in flight per sensor
 
     def __init__(
         self, backend, name: str, rate_hz: float, inp: Inputs, mount: Pose, pool=None
     ) -> None:
         self.backend, self.name, self.traj, self.pool = backend, name, inp.trajectory, pool
         times = capture_times(rate_hz, inp.start_ns, inp.end_ns)
-        step = max(1, int(rate_hz))
+        step = (
+            max(1, int(rate_hz)) if backend is None else batch_size(inp.spec.sensors[name], rate_hz)
+        )
         self.chunks = [times[i : i + step] for i in range(0, len(times), step)]
         self.mount = mount
         self.next_chunk = 0
@@ -387,7 +435,7 @@ class _Feed:
 
     def _request(self) -> None:
         while self.next_chunk < len(self.chunks) and len(self.pending) < (
-            self.AHEAD if self.pool else 1
+            AHEAD if self.pool else 1
         ):
             chunk = self.chunks[self.next_chunk]
             self.next_chunk += 1

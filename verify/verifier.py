@@ -135,9 +135,16 @@ def verify_run(run_dir: Path, level: float = 0.95, write: bool = True) -> dict:
         "verdict": overall(sensors),
     }
     if write:
+        from simconform.outdir import io_error, update
         from simconform.verify.report import write_reports
 
-        write_reports(run_dir / "report", report, {n: a.samples for n, a in accs.items()})
+        with update(run_dir, "run") as out:  # a run still being recorded holds the lock
+            out.declare("report/")
+            try:
+                write_reports(run_dir / "report", report, {n: a.samples for n, a in accs.items()})
+            except OSError as exc:
+                raise io_error(run_dir, exc, " (the report)") or exc from None
+            out.seal()
     return report
 
 

@@ -94,6 +94,7 @@ def sim_offset_ns(start_ns: int) -> int:
 class GazeboBackend(SensorBackend):
     name = "gazebo"
     prefetch = False  # one server steps one timeline; `--jobs` would start a server per worker
+    run_outputs = ("gazebo/",)  # the SDF that ran and the server's log (_keep_dir)
     supports_engine_noise = True
     engine_seed: int | None = None  # set by use_engine_noise: Gazebo applies the spec's noise
 

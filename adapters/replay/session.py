@@ -1,15 +1,14 @@
 """`simconform replay`: validate everything, then build the run folder and move it into place.
 
 The bag is read twice: a scan validates everything before DIR exists (bad input is one
-UserError, nothing written), then the run is built in a temporary folder next to DIR and
-moved into place.
+UserError, nothing written), then, with DIR locked (simconform.outdir.claim), the run is built
+in DIR/.simconform/building-*/ and moved into place; a replay killed meanwhile leaves only that
+folder, inside DIR, which the next claim of DIR removes.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
-import uuid
 from pathlib import Path
 
 from simconform.adapters.replay.map import check_against_spec, load_map
@@ -17,7 +16,7 @@ from simconform.adapters.replay.state import ReplayConfig, ReplayResult
 from simconform.adapters.replay.write import Replay
 from simconform.bag.reader import SourceBag
 from simconform.errors import UserError
-from simconform.outdir import check_out
+from simconform.outdir import check_target, claim, io_error
 from simconform.spec import load_spec
 from simconform.world import load_world
 
@@ -34,22 +33,25 @@ def replay(cfg: ReplayConfig) -> ReplayResult:
     full = load_spec(spec_path)
     world = load_world(world_path)
     check_against_spec(m, full, cfg.map)
-    check_out(cfg.out, cfg.force)  # prepare_out's rules, without deleting anything yet
+    check_target(cfg.out, "run", cfg.force)  # the same rules as the claim below, writing nothing
     src = SourceBag(Path(cfg.bag))
     try:
         job = Replay(cfg, m, full, world, Path(spec_path), Path(world_path), src)
         job.scan()
-        cfg.out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cfg.out.parent / f".{cfg.out.name}.replay-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        tmp.mkdir()
-        try:
-            result = job.write(tmp)
-            if cfg.out.exists():
-                shutil.rmtree(cfg.out)
-            os.replace(tmp, cfg.out)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+        # locked for the whole write; an old run (--force) stays until the new one is built
+        with claim(cfg.out, "run", cfg.force, clear=False) as out:
+            tmp = out.building()  # inside DIR/.simconform: nothing is left next to DIR
+            try:
+                result = job.write(tmp)
+                out.clear()
+                out.adopt(tmp, last="run.json")
+                out.seal()
+            except BaseException as exc:
+                shutil.rmtree(tmp, ignore_errors=True)
+                place = io_error(cfg.out, exc)
+                if place is not None:
+                    raise place from None
+                raise
     finally:
         src.close()
     result.out = cfg.out

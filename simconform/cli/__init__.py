@@ -1,12 +1,13 @@
 """The `simconform` command line: thin, one module per command; the work is in the library.
 
 Exit codes: 0 every metric passes, 1 any metric fails or is inconclusive, 2 bad input (one
-message, no traceback, nothing written), 3 the engine failed mid-run (the run folder keeps what
-was recorded and the engine's log), 4 the verdict covers only part of the run and is not FAIL
-(damaged data left out: a file that differs from its SHA-256, an MCAP chunk whose CRC does not
-match; or a run that did not record its whole span: interrupted, killed, a source bag cut off;
-`verify`, `replay`), 130/143 when `run` was interrupted (after its partial recording has been
-verified).
+message, no traceback, nothing written) or an output folder that cannot be written (locked by
+another writer, read-only, a full disk: a run cut short by it keeps what it wrote, marked
+incomplete), 3 the engine failed mid-run (the run folder keeps what was recorded and the
+engine's log), 4 the verdict covers only part of the run and is not FAIL (damaged data left
+out: a file that differs from its SHA-256, an MCAP chunk whose CRC does not match; or a run
+that did not record its whole span: interrupted, killed, a source bag cut off; `verify`,
+`replay`), 130/143 when `run` was interrupted (after its partial recording has been verified).
 """
 
 from __future__ import annotations
@@ -64,7 +65,12 @@ def _options(
 
 
 def main() -> None:
+    import signal
+
     from simconform.adapters.base import BackendUnavailable, EngineError
+
+    if hasattr(signal, "SIGXFSZ"):  # a file size limit (ulimit -f): an error, not a dead process
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
     try:
         code = app(standalone_mode=False)  # click returns the Exit code in this mode

@@ -42,10 +42,17 @@ def replay_command(
     ] = False,
 ) -> None:
     """Re-record a foreign bag in simconform's layout with its truth, then verify it."""
+    from simconform.outdir import session
+
+    check_confidence(confidence)
+    with session():  # DIR stays locked until its report is written
+        _replay(bag, map, out, world, spec, confidence, force)
+
+
+def _replay(bag, map, out, world, spec, confidence: float, force: bool) -> None:
     from simconform.adapters.replay import ReplayConfig, replay
     from simconform.verify.verifier import verify_run
 
-    check_confidence(confidence)
     result = replay(ReplayConfig(bag=bag, map=map, out=out, world=world, spec=spec, force=force))
     sec = result.replay
     err.print(

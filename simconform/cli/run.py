@@ -75,9 +75,35 @@ def run(
         bool | None,
         typer.Option("--progress/--no-progress", help="Progress bar (default: on a terminal)."),
     ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Validate everything, print the plan and the resource estimate per sensor, "
+            "write nothing.",
+        ),
+    ] = False,
+    max_memory: Annotated[
+        str | None,
+        typer.Option(
+            help="Refuse a run estimated to need more memory than this (512M, 4G; default: "
+            "what the machine has available).",
+            metavar="SIZE",
+        ),
+    ] = None,
+    max_disk: Annotated[
+        str | None,
+        typer.Option(
+            help="Refuse a run estimated to write more than this (default: the free space "
+            "at --out).",
+            metavar="SIZE",
+        ),
+    ] = None,
 ) -> None:
     """Run a spec on a world along a trajectory, record the bag, verify it (defaults: the demo)."""
+    from simconform.budget import parse_size
     from simconform.demo import DEMO_SPEC, DEMO_TRAJECTORY, DEMO_WORLD
+    from simconform.outdir import session
     from simconform.run import RunConfig
     from simconform.run import run as do_run
     from simconform.verify.verifier import verify_run
@@ -99,20 +125,51 @@ def run(
         emulate=emulate,
         force=force,
         jobs=max(0, min((os.cpu_count() or 1) - 1, 4)) if jobs is None else jobs,
+        max_memory=None if max_memory is None else parse_size(max_memory, "--max-memory"),
+        max_disk=None if max_disk is None else parse_size(max_disk, "--max-disk"),
     )
-    result = do_run(cfg, progress=progress)
-    if result.stopped_by:
-        err.print(
-            f"[yellow]interrupted by {result.stopped_by}[/]: the bag is closed and holds "
-            f"{sum(result.captures.values())} captures; verifying what was recorded"
-        )
-    report = verify_run(result.out, confidence)
+    if dry_run:
+        print_plan(cfg)
+        return
+    with session():  # --out stays locked from the first capture to the last report file
+        result = do_run(cfg, progress=progress)
+        if result.stopped_by:
+            err.print(
+                f"[yellow]interrupted by {result.stopped_by}[/]: the bag is closed and holds "
+                f"{sum(result.captures.values())} captures; verifying what was recorded"
+            )
+        report = verify_run(result.out, confidence)
     print_table(report)
     print_integrity(report)
     print(f"report: {result.out / 'report' / 'report.md'}")
     if result.stopped_by:
         raise typer.Exit(INTERRUPT_CODES.get(result.stopped_by, 1))
     raise typer.Exit(exit_code(report))
+
+
+def print_plan(cfg) -> None:
+    """--dry-run: the plan's sections as tables; exit 2 with the refusal the run would meet."""
+    import sys
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from simconform.runplan import plan_run
+
+    plan = plan_run(cfg)
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
+    for sec in plan.sections:
+        table = Table(title=sec.title, show_header=any(sec.columns))
+        for col in sec.columns:
+            table.add_column(col)
+        for row in sec.rows:
+            table.add_row(*row)
+        console.print(table)
+        for note in sec.notes:
+            console.print(f"  {note}")
+    if plan.refusal is not None:
+        raise plan.refusal
+    console.print("dry run: the run would start; nothing was written")
 
 
 def verify(

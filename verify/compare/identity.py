@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from simconform.errors import UserError, from_validation
+from simconform.ownership import check_target
 from simconform.spec import Spec
 from simconform.world import Origin
 
@@ -126,26 +127,11 @@ def _short(v: Any) -> str:
 
 
 def check_out(out: Path, force: bool, runs: tuple[Path, Path]) -> None:
+    """--out is neither compared run, and may be written (outdir.check_target's rules)."""
     out_r = out.resolve()
     if any(out_r == r.resolve() for r in runs):
         raise UserError(None, "--out", str(out), "expected a folder other than the runs compared")
-    if out.exists() and not out.is_dir():
-        raise UserError(None, "--out", str(out), "expected a folder, not a file")
-    if out.exists() and any(out.iterdir()):
-        if not (out / "compare.json").exists():
-            raise UserError(
-                None,
-                "--out",
-                str(out),
-                "is not empty and not a comparison; refusing to delete it even with --force",
-            )
-        if not force:
-            raise UserError(
-                None,
-                "--out",
-                str(out),
-                "a comparison already exists there; pass --force to replace it",
-            )
+    check_target(out, "compare", force)
 
 
 def spec_and_origin(run_dir: Path, manifest: dict) -> tuple[Spec, Origin]:

@@ -4,12 +4,12 @@ junit.xml (report.py) and the plots (plots.py)."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
+from simconform.outdir import claim, io_error
 from simconform.verify.compare.config import CompareConfig
 from simconform.verify.compare.identity import check_out
-from simconform.verify.compare.plots import write_plots
+from simconform.verify.compare.plots import plot_names, write_plots
 from simconform.verify.compare.report import junit, markdown
 from simconform.verify.compare.runner import Comparison, compare_runs
 
@@ -34,7 +34,10 @@ def compare(cfg: CompareConfig, write: bool = True) -> dict:
     if write and cfg.out is not None:
         out = Path(cfg.out)
         check_out(out, cfg.force, (Path(cfg.run_a), Path(cfg.run_b)))
-        if out.exists():
-            shutil.rmtree(out)
-        write_compare(out, res)
+        with claim(out, "compare", cfg.force) as owned:  # locked; our old files removed
+            owned.declare("compare.json", "compare.md", "junit.xml", *plot_names(res))
+            try:
+                write_compare(out, res)
+            except OSError as exc:
+                raise io_error(out, exc) or exc from None
     return res.report

@@ -1,0 +1,140 @@
+"""Worker processes that die with their parent, and temporary folders that do not outlive them.
+
+- `die_with_parent()`, in a worker's initializer (the capture pool, the campaign's local pool):
+  on Linux, prctl(PR_SET_PDEATHSIG, SIGKILL) makes the kernel kill the worker the moment the
+  process that started it exits, however it exits (SIGKILL included) and whatever the worker is
+  doing (a long capture in C code too). Everywhere, and as a second line, a watchdog thread
+  polls the parent pid: when it changes (the parent died and the worker was re-parented), the
+  watchdog removes the worker's scratch folders and kills the worker.
+- `watch_process(pid)`: the same watchdog for a process that is not our parent (a Ray task
+  watching its driver, when both run on one host).
+- `scratch_dir(prefix)`: a temporary folder named after this host and pid. A process killed
+  with SIGKILL cannot remove its own; the next scratch_dir of the same prefix on this host
+  removes those whose process is gone, so none is left behind for long.
+- `pdeathsig_preexec`: for subprocess.Popen(preexec_fn=...): an engine's server started by a
+  run dies with the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import re
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+PR_SET_PDEATHSIG = 1
+POLL_S = 0.5
+
+_scratch: set[str] = set()  # this process's scratch folders, removed by the watchdog
+
+
+def _prctl_pdeathsig(sig: int) -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def die_with_parent(parent_pid: int | None = None) -> None:
+    """Make this process exit as soon as its parent does (see the module doc).
+
+    `parent_pid`: the pid the parent had when it started us, to close the race of a parent that
+    died before this ran (forkserver workers have the fork server as parent: pass None)."""
+    _prctl_pdeathsig(signal.SIGKILL)
+    ppid = os.getppid()
+    if parent_pid is not None and ppid != parent_pid:
+        _die()
+    _start_watchdog(lambda: os.getppid() != ppid)
+
+
+def watch_process(pid: int) -> threading.Event:
+    """Kill this process (after removing its scratch folders) once `pid` is gone; set the
+    returned event to stop watching."""
+    return _start_watchdog(lambda: not alive(pid))
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, dead but not yet reaped, counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc: kill(0) is all we know
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def _start_watchdog(gone) -> threading.Event:
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(POLL_S):
+            if gone():
+                _die()
+
+    threading.Thread(target=watch, name="simconform-lifeline", daemon=True).start()
+    return stop
+
+
+def _die() -> None:
+    for path in list(_scratch):
+        shutil.rmtree(path, ignore_errors=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def pdeathsig_preexec() -> None:
+    """preexec_fn for a server subprocess: it gets SIGKILL when the process that started it
+    exits (Linux; elsewhere nothing)."""
+    _prctl_pdeathsig(signal.SIGKILL)
+
+
+# ------------------------------------------------------------------ scratch folders
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9]", "_", socket.gethostname())[:40] or "host"
+
+
+def scratch_dir(prefix: str, root: str | Path | None = None) -> Path:
+    """mkdtemp named <prefix><host>-<pid>-..., after removing this host's leftovers of the
+    same prefix whose process is gone. Remove it with `remove_scratch`."""
+    base = Path(root or tempfile.gettempdir())
+    host = _host()
+    pattern = re.compile(re.escape(prefix) + re.escape(host) + r"-(\d+)-")
+    with contextlib.suppress(OSError):
+        for p in base.iterdir():
+            m = pattern.match(p.name)
+            if m and int(m.group(1)) != os.getpid() and not alive(int(m.group(1))):
+                shutil.rmtree(p, ignore_errors=True)
+    path = Path(tempfile.mkdtemp(prefix=f"{prefix}{host}-{os.getpid()}-", dir=base))
+    _scratch.add(str(path))
+    return path
+
+
+def remove_scratch(path: str | Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+    _scratch.discard(str(path))
+
+
+@contextlib.contextmanager
+def scratch(prefix: str, root: str | Path | None = None):
+    """A scratch_dir for the duration of a with-block."""
+    path = scratch_dir(prefix, root)
+    try:
+        yield path
+    finally:
+        remove_scratch(path)
