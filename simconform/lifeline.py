@@ -1,11 +1,13 @@
 """Worker processes that die with their parent, and temporary folders that do not outlive them.
 
-- `die_with_parent()`, in a worker's initializer (the capture pool, the campaign's local pool):
-  on Linux, prctl(PR_SET_PDEATHSIG, SIGKILL) makes the kernel kill the worker the moment the
-  process that started it exits, however it exits (SIGKILL included) and whatever the worker is
-  doing (a long capture in C code too). Everywhere, and as a second line, a watchdog thread
-  polls the parent pid: when it changes (the parent died and the worker was re-parented), the
-  watchdog removes the worker's scratch folders and kills the worker.
+- `die_with_parent(owner)`, in a worker's initializer (the capture pool, the campaign's local
+  pool): on Linux, prctl(PR_SET_PDEATHSIG, SIGKILL) makes the kernel kill the worker the moment
+  the process that started it exits, however it exits (SIGKILL included) and whatever the
+  worker is doing (a long capture in C code too). That parent is not always the owner: a
+  forkserver worker's parent is the fork server, which stays up as long as any worker it
+  forked does (each holds its "alive" pipe). So a watchdog thread also polls the owner's pid
+  (and the parent pid, which changes when the parent dies) every POLL_S; when either is gone
+  it removes the worker's scratch folders and kills the worker.
 - `watch_process(pid)`: the same watchdog for a process that is not our parent (a Ray task
   watching its driver, when both run on one host).
 - `scratch_dir(prefix)`: a temporary folder named after this host and pid. A process killed
@@ -45,16 +47,20 @@ def _prctl_pdeathsig(sig: int) -> bool:
         return False
 
 
-def die_with_parent(parent_pid: int | None = None) -> None:
-    """Make this process exit as soon as its parent does (see the module doc).
+def die_with_parent(owner: int | None = None) -> None:
+    """Make this worker exit as soon as the process that owns it does (see the module doc).
 
-    `parent_pid`: the pid the parent had when it started us, to close the race of a parent that
-    died before this ran (forkserver workers have the fork server as parent: pass None)."""
+    `owner`: the pid of the run or driver the worker serves. When it is our parent (a spawned
+    pool worker), the kernel's parent-death signal kills us at once; when it is not (a
+    forkserver worker: its parent is the fork server, which itself lives until every worker
+    it forked has exited), the watchdog polls it. Either way a parent that changes (we were
+    re-parented: our parent died) kills us too. A parent that died before this ran is caught
+    by the first check."""
     _prctl_pdeathsig(signal.SIGKILL)
     ppid = os.getppid()
-    if parent_pid is not None and ppid != parent_pid:
+    if owner is not None and not alive(owner):
         _die()
-    _start_watchdog(lambda: os.getppid() != ppid)
+    _start_watchdog(lambda: os.getppid() != ppid or (owner is not None and not alive(owner)))
 
 
 def watch_process(pid: int) -> threading.Event:

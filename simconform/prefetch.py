@@ -70,8 +70,7 @@ class CapturePool:
             mp_context=mp.get_context(method),
             initializer=_init,
             initargs=(
-                # a forkserver worker's parent is the fork server, which exits with the run
-                None if method == "forkserver" else os.getpid(),
+                os.getpid(),  # the workers' owner: they exit when this run does
                 backend,
                 BACKENDS[backend],
                 str(world),

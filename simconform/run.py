@@ -210,8 +210,8 @@ def check_resources(cfg: RunConfig, p: Prepared) -> list[str]:
 def run(cfg: RunConfig, progress: bool | None = None) -> RunResult:
     p = prepare(cfg)
     inp, backend = p.inputs, p.backend
-    check_resources(cfg, p)  # before anything is allocated
     check_target(cfg.out, "run", cfg.force)  # before an engine starts
+    check_resources(cfg, p)  # before anything is allocated
     if cfg.noise == "engine":
         backend.use_engine_noise(cfg.seed)
     backend.open(inp.world, inp.spec)  # BackendUnavailable surfaces before anything is written
@@ -237,7 +237,7 @@ def run(cfg: RunConfig, progress: bool | None = None) -> RunResult:
             except BaseException as exc:
                 if pool is not None:
                     pool.close(kill=True)
-                place = io_error(cfg.out, exc, "; the run stopped there, marked incomplete")
+                place = io_error(cfg.out, exc, "; the run stopped, marked incomplete")
                 if place is not None:
                     raise place from None
                 raise
@@ -370,6 +370,11 @@ def _record(
                 now = inp.end_ns
     except BaseException as exc:
         failure = exc
+        at = (t - inp.start_ns) / 1e9
+        why = f"; the run stopped at t = {at:.3f} s, its folder keeps what it recorded, marked "
+        place = io_error(out, exc, why + "incomplete")
+        if place is not None:
+            raise place from None
         raise
     finally:
         # a full disk fails the closes too: close everything, keep the first error
