@@ -15,6 +15,8 @@ notes, a symlink, an empty folder of theirs), naming what it found. A folder wri
 outputs.json existed is recognised by its layout (LEGACY). Symbolic links are never followed:
 `--out` itself must not be one, and one inside DIR is never simconform's.
 
+The lock itself is simconform/outlock.py; which paths are ours, simconform/ownership.py.
+
 Write errors that are about the place rather than the input (a read-only folder, a full disk,
 a file size limit) become one UserError (exit 2) with `io_error`; the callers keep what they
 wrote and leave run.json saying the run is incomplete.
@@ -195,7 +197,9 @@ def _lock(out: Path) -> None:
     try:
         lock(out)
     except OSError as exc:
-        raise io_error(out, exc) or exc from None
+        raise io_error(out, exc) or UserError(
+            None, "--out", str(out), f"cannot take its lock ({exc.strerror}: {exc.filename})"
+        ) from None
 
 
 def _sweep_building(out: Path) -> None:
@@ -299,8 +303,3 @@ def remove_owned(out: Path, kind: str = "run") -> None:
     for p in (out / BOOK, out):
         with contextlib.suppress(OSError):
             p.rmdir()
-
-
-# kept for callers that only check (replay's scan, compare): the same rules as claim()
-def check_out(out: Path, force: bool, kind: str = "run") -> None:
-    check_target(out, kind, force)

@@ -393,6 +393,21 @@ def test_huge_lidar_is_refused_before_it_allocates(tmp_path: Path) -> None:
     assert wall < 60 and usage.ru_maxrss < 400 * 1024  # KiB: nothing of the sweep was allocated
 
 
+def test_campaign_too_big_for_the_machine_is_refused_before_it_starts(tmp_path: Path) -> None:
+    spec = big_lidar_spec(tmp_path, 512, 100000)
+    file = write_yaml(
+        tmp_path / "c.yaml",
+        {"spec": str(spec), "seeds": [1, 2],
+         "worlds": [{"world": str(DEMO_WORLD), "trajectory": str(DEMO_TRAJECTORY)}]},
+    )  # fmt: skip
+    out = tmp_path / "camp"
+    res = cli("campaign", str(file), "--out", str(out), "--jobs", "2")
+    assert res.returncode == 2
+    line = one_error_line(res.stderr)
+    assert "memory estimate" in line and "c.yaml" in line and "a model" in line
+    assert not out.exists()
+
+
 def test_dry_run_writes_nothing(tmp_path: Path) -> None:
     out = tmp_path / "run"
     res = cli("run", "--dry-run", "--out", str(out))

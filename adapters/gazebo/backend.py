@@ -34,7 +34,6 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -62,6 +61,7 @@ from simconform.adapters.gazebo.sdf import (
 )
 from simconform.adapters.gazebo.transport import GzSession, gz_sim_version, unavailable_message
 from simconform.frames import Pose
+from simconform.lifeline import remove_scratch, scratch_dir
 from simconform.pipeline.schedule import capture_times
 from simconform.spec import CameraSpec, GnssSpec, ImuSpec, LidarSpec, OdomSpec, Spec
 from simconform.world import World
@@ -122,7 +122,8 @@ class GazeboBackend(SensorBackend):
                     f"sensor {n}: rate {s.rate_hz:g} Hz is not a whole number of Gazebo's "
                     f"{PHYSICS_STEP_S * 1e3:g} ms physics steps; use a rate dividing 1000 Hz"
                 )
-        self.tmp = Path(tempfile.mkdtemp(prefix="simconform_gz_"))
+        # named after this process: one a killed run leaves is removed by the next (lifeline)
+        self.tmp = scratch_dir("simconform_gz_")
         self.session: GzSession | None = None
         self._table = None
         try:
@@ -233,8 +234,12 @@ class GazeboBackend(SensorBackend):
         if dp > POSE_TOLERANCE[0] or dr > POSE_TOLERANCE[1]:
             raise EngineError(
                 f"Gazebo's vehicle is {dp:.3g} m / {dr:.3g} rad off the trajectory at "
-                f"{e} ns: simconform's drive system is not moving it; see "
-                f"{self.session.log.name} for PythonSystemLoader errors"
+                f"{e} ns: simconform's drive system is not moving it; "
+                + (
+                    f"see {self.session.log.name} for PythonSystemLoader errors"
+                    if self.run_dir is not None
+                    else "run it with `simconform run` to keep the server log"
+                )
             )
         if keep:  # an odometry capture reads it
             self._poses[e] = (xyz, quat)
@@ -330,5 +335,5 @@ class GazeboBackend(SensorBackend):
             self._table = None
         tmp = getattr(self, "tmp", None)
         if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+            remove_scratch(tmp)
             self.tmp = None

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from simconform.adapters.base import EngineError
+from simconform.lifeline import pdeathsig_preexec
 
 # gz.math7 and sdformat14 are imported inside the server: by the drive system and by gz-sim's
 # PythonSystemLoader, which loads it
@@ -112,6 +113,9 @@ class GzSession:
         self.partition = f"simconform_{os.getpid()}_{uuid.uuid4().hex[:8]}"
         os.environ["GZ_PARTITION"] = self.partition  # the node below reads it when created
         env = dict(os.environ, **(env or {}), GZ_PARTITION=self.partition)
+        # a log next to the SDF lives in the backend's temporary folder, removed when it closes:
+        # errors then quote its end instead of naming a file that will be gone (_see_log)
+        self.log_kept = log_path is not None
         log_path = log_path or sdf_path.with_suffix(".log")
         self.log = open(log_path, "wb")  # noqa: SIM115 - closed in close()
         # -s server only, no -r: start paused, the backend steps it; --headless-rendering: EGL
@@ -123,6 +127,7 @@ class GzSession:
             stdout=self.log,
             stderr=subprocess.STDOUT,
             cwd=sdf_path.parent,
+            preexec_fn=pdeathsig_preexec,  # the server dies with the run, even a killed one
         )
         self.node = Node()
         self._lock = threading.Condition()
@@ -132,6 +137,16 @@ class GzSession:
         except BaseException:
             self.close()  # no server left running; the log stays for the message to name
             raise
+
+    def _see_log(self) -> str:
+        if self.log_kept:
+            return f"see {self.log.name}"
+        try:
+            self.log.flush()
+            tail = Path(self.log.name).read_bytes()[-600:].decode(errors="replace")
+        except OSError:
+            tail = ""
+        return "its log (not kept) ended: " + (" ".join(tail.split())[-300:] or "(empty)")
 
     # ------------------------------------------------------------------ services
 
@@ -144,11 +159,11 @@ class GzSession:
         req = self._WorldControl(pause=True)
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise EngineError(f"gz sim exited with {self.proc.returncode}; see {self.log.name}")
+                raise EngineError(f"gz sim exited with {self.proc.returncode}; {self._see_log()}")
             if self._request(f"/world/{self.world}/control", req, self._WorldControl, 1000):
                 return
             time.sleep(0.2)
-        raise EngineError(f"gz sim did not answer within {self.timeout_s:g} s; see {self.log.name}")
+        raise EngineError(f"gz sim did not answer within {self.timeout_s:g} s; {self._see_log()}")
 
     def step(self, n: int, proof: tuple[str, int] | None = None) -> None:
         """Ask the paused world to run n physics iterations and pause again.
@@ -173,9 +188,7 @@ class GzSession:
                 return  # it ran: only the answer was lost
             except EngineError:
                 pass
-        raise EngineError(
-            f"/world/{self.world}/control refused multi_step {n}; see {self.log.name}"
-        )
+        raise EngineError(f"/world/{self.world}/control refused multi_step {n}; {self._see_log()}")
 
     # ------------------------------------------------------------------ topics
 
@@ -202,7 +215,7 @@ class GzSession:
                     have = sorted(self._inbox[topic])[-3:]
                     raise EngineError(
                         f"no message stamped {stamp_ns} ns on {topic} within {timeout_s:g} s "
-                        f"(latest stamps {have}); see {self.log.name}"
+                        f"(latest stamps {have}); {self._see_log()}"
                     )
                 self._lock.wait(left)
 
