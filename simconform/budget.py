@@ -162,7 +162,8 @@ def estimate(
     disk += REPORT + REPORT_SENSOR * len(rows)
     notes = []
     if workers:
-        notes.append(f"{workers} capture worker processes, about {_fmt(worker)} each")
+        plural = "es" if workers > 1 else ""
+        notes.append(f"{workers} capture worker process{plural}, about {_fmt(worker)} each")
     return Estimate(rows, workers, int(memory), int(record), int(verify), int(disk), notes)
 
 

@@ -95,7 +95,9 @@ def run_section(ctx: PlanContext) -> Section:
         ["storage", cfg.storage],
         [
             "rendering",
-            f"{p.workers} capture worker processes" if p.workers else "in this process",
+            f"{p.workers} capture worker process{'es' if p.workers > 1 else ''}"
+            if p.workers
+            else "in this process",
         ],
         [
             "out",

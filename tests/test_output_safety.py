@@ -125,7 +125,7 @@ def test_two_writers_on_one_out(tmp_path: Path) -> None:
     """While one `simconform run` writes DIR, a second one (even with --force) and a `verify`
     are refused with exit 2, naming the holder; the first finishes untouched."""
     out = tmp_path / "run"
-    first = popen("run", "--spec", CORE, "--duration", "10", "--jobs", "0", "--out", str(out))
+    first = popen("run", "--spec", CORE, "--duration", "10", "--out", str(out))
     try:
         lock = out / ".simconform" / "lock"
         wait_while_running(first, lambda: lock.is_file() and str(first.pid) in lock.read_text())
@@ -182,7 +182,7 @@ def test_lock_is_one_per_folder_and_names_its_holder(tmp_path: Path) -> None:
 
 def test_force_deletes_only_what_simconform_wrote(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    args = ("run", "--spec", CORE, "--duration", "1", "--jobs", "0", "--out", str(out))
+    args = ("run", "--spec", CORE, "--duration", "1", "--out", str(out))
     assert cli(*args).returncode in (0, 1)
     outputs = json.loads((out / ".simconform" / "outputs.json").read_text())
     assert outputs["kind"] == "run"
@@ -321,7 +321,7 @@ def test_file_size_limit_stops_the_run_marked_incomplete(tmp_path: Path) -> None
     """ulimit -f 1 MiB: the bag cannot grow past it; exit 2, one message, and the run folder
     keeps what it wrote with run.json saying where and why it stopped."""
     out = tmp_path / "run"
-    args = ("run", "--spec", CORE, "--duration", "30", "--jobs", "0", "--out", str(out))
+    args = ("run", "--spec", CORE, "--duration", "30", "--out", str(out))
     res = subprocess.run(
         [sys.executable, "-m", "simconform.cli", *args],
         capture_output=True,
@@ -345,7 +345,7 @@ def test_full_disk_stops_the_run_marked_incomplete(tmp_path: Path) -> None:
     d = tmp_path / "disk"
     with tmpfs(d, "32m"):  # room for the estimate (14 MiB), then filled
         out = d / "run"
-        proc = popen("run", "--spec", CORE, "--duration", "15", "--jobs", "0", "--out", str(out))
+        proc = popen("run", "--spec", CORE, "--duration", "15", "--out", str(out))
         try:
             wait_while_running(proc, lambda: list(out.glob("bag/*.mcap")))
             with open(d / "filler", "wb") as fh:  # take every byte that is left
@@ -434,8 +434,9 @@ def test_dry_run_writes_nothing(tmp_path: Path) -> None:
 
 
 def test_estimate_against_a_measured_run(tmp_path: Path) -> None:
-    """The model against a real run's peak RSS and disk use (reference backend, in-process):
-    the estimate is never below the measured peak by more than 10 %, and at most 1.6 x it;
+    """The model against a real run's peak RSS and disk use. --jobs 0: one process holds all
+    the memory, so wait4's peak RSS is the run's. The estimate is never below the measured
+    peak by more than 10 %, and at most 1.6 x it;
     the disk estimate is above what was written and at most 4 x it (zstd is scene-dependent)."""
     spec = big_lidar_spec(tmp_path, 64, 2048)
     out = tmp_path / "run"
