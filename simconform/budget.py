@@ -81,7 +81,7 @@ ZSTD_IMAGE = 0.2
 
 TF_RATE_HZ = 50.0
 BATCH_BYTES = 64 * MiB  # a batch of heavy truth (lidar, camera) holds at most this much
-AHEAD = 3  # batches in flight per heavy sensor with --jobs (run._Feed.AHEAD)
+AHEAD = 3  # batches in flight per heavy sensor with --jobs (simconform.feed.Feed)
 
 
 def batch_size(s, rate_hz: float) -> int:

@@ -14,13 +14,9 @@ holds (verify/integrity.py).
 
 from __future__ import annotations
 
-import collections
-import contextlib
 import datetime as dt
 import os
-import signal
 import socket
-from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,10 +30,11 @@ from simconform.adapters.base import (
 from simconform.bag import messages
 from simconform.bag.sensor_recorder import SensorRecorder
 from simconform.bag.writer import BagRecorder, TumWriter
-from simconform.budget import AHEAD, Estimate, batch_size, estimate
+from simconform.budget import Estimate, estimate
 from simconform.budget import check as check_budget
 from simconform.demo import DEMO_SPEC, DEMO_TRAJECTORY, DEMO_WORLD
 from simconform.errors import UserError
+from simconform.feed import Feed, StopFlag, Stopped
 from simconform.frames import Pose
 from simconform.outdir import check_target, claim, io_error, write_json_atomic
 from simconform.pipeline.chain import SensorPipeline
@@ -122,42 +119,6 @@ def load_inputs(cfg: RunConfig) -> Inputs:
     if cfg.seed < 0 or cfg.seed >= 2**63:
         raise UserError(None, "--seed", cfg.seed, "expected an integer in [0, 2^63)")
     return Inputs(world, spec, traj, start, end)
-
-
-class _Stopped(Exception):
-    """SIGINT/SIGTERM arrived while waiting for a capture worker."""
-
-
-def _wait(work, stop: _StopFlag | None):
-    """A worker's result, or _Stopped as soon as a signal is seen: a worker that never answers
-    cannot make the run ignore SIGTERM."""
-    while True:
-        try:
-            return work.result(timeout=0.25)
-        except FuturesTimeout:
-            if stop is not None and stop.signal:
-                raise _Stopped from None
-
-
-class _StopFlag:
-    """Turns SIGINT/SIGTERM into a flag checked between samples."""
-
-    def __init__(self) -> None:
-        self.signal: str | None = None
-        self._old: dict[int, object] = {}
-
-    def __enter__(self) -> _StopFlag:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(ValueError):  # not the main thread: leave signals alone
-                self._old[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def _handle(self, signum, _frame) -> None:
-        self.signal = signal.Signals(signum).name
-
-    def __exit__(self, *exc) -> None:
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
 
 
 def schedule(spec: Spec, start_ns: int, end_ns: int) -> tuple[np.ndarray, np.ndarray]:
@@ -327,7 +288,7 @@ def _record(
 
     times, who = schedule(spec, inp.start_ns, inp.end_ns)
     feeds = [
-        _Feed(
+        Feed(
             backend,
             n,
             spec.sensors[n].rate_hz,
@@ -337,13 +298,13 @@ def _record(
         )
         for n, rec in zip(names, recorders)
     ]
-    tf_feed = _Feed(None, "tf", TF_RATE_HZ, inp, Pose.identity())
+    tf_feed = Feed(None, "tf", TF_RATE_HZ, inp, Pose.identity())
     result = RunResult(out=out, complete=False)
     bar = progress_bar(len(times), progress)
     now = inp.start_ns
     failure: BaseException | None = None
     try:
-        with _StopFlag() as stop:
+        with StopFlag() as stop:
             for i, (t, w) in enumerate(zip(times.tolist(), who.tolist())):
                 now = t  # the event not yet recorded: the recorded span ends here if we stop
                 if stop.signal:
@@ -357,7 +318,7 @@ def _record(
                 else:
                     try:
                         truth, xyz, q = feeds[w].next(t, stop)
-                    except _Stopped:
+                    except Stopped:
                         result.stopped_by = stop.signal
                         break
                     published = pipelines[w].process(truth, t)
@@ -414,55 +375,3 @@ def _record(
         if failure is not None and not propagating:
             raise failure
     return result
-
-
-class _Feed:
-    """One sensor's captures in order: truth from the backend in batches of about one second of
-    simulation time (so backends can vectorise; a batch of heavy truth holds at most
-    budget.BATCH_BYTES), and the sensor's ground-truth pose. With a
-    CapturePool, the next batches are rendered ahead in worker processes."""
-
-    def __init__(
-        self, backend, name: str, rate_hz: float, inp: Inputs, mount: Pose, pool=None
-    ) -> None:
-        self.backend, self.name, self.traj, self.pool = backend, name, inp.trajectory, pool
-        times = capture_times(rate_hz, inp.start_ns, inp.end_ns)
-        step = (
-            max(1, int(rate_hz)) if backend is None else batch_size(inp.spec.sensors[name], rate_hz)
-        )
-        self.chunks = [times[i : i + step] for i in range(0, len(times), step)]
-        self.mount = mount
-        self.next_chunk = 0
-        self.pending: collections.deque = collections.deque()
-        self.times = np.zeros(0, dtype=np.int64)
-        self.buffer: list = []
-        self.j = 0
-
-    def _request(self) -> None:
-        while self.next_chunk < len(self.chunks) and len(self.pending) < (
-            AHEAD if self.pool else 1
-        ):
-            chunk = self.chunks[self.next_chunk]
-            self.next_chunk += 1
-            if self.backend is None:
-                work = [None] * len(chunk)
-            elif self.pool is not None:
-                work = self.pool.submit(self.name, chunk)
-            else:
-                work = self.backend.capture_batch(self.name, chunk, self.traj)
-            self.pending.append((chunk, work))
-
-    def next(self, t_ns: int, stop: _StopFlag | None = None):
-        if self.j >= len(self.buffer):
-            self._request()
-            chunk, work = self.pending.popleft()
-            self.buffer = work if isinstance(work, list) else _wait(work, stop)
-            poses = self.traj.pose_at(chunk).compose(self.mount)
-            self.times, self.buf_xyz, self.buf_q = chunk, poses.t, poses.quat()
-            self.j = 0
-            self._request()
-        if int(self.times[self.j]) != t_ns:
-            raise RuntimeError(f"{self.name}: capture schedule out of step at {t_ns} ns")
-        j = self.j
-        self.j += 1
-        return self.buffer[j], self.buf_xyz[j], self.buf_q[j]

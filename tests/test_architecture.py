@@ -53,6 +53,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "simconform.run",
             "simconform.prefetch",
+            "simconform.feed",
             "simconform.probe",
             "simconform.budget",
             "simconform.runplan",
