@@ -396,6 +396,7 @@ def test_a_killed_run_is_verified_up_to_its_last_complete_chunk(
             os.killpg(proc.pid, signal.SIGKILL)
     manifest = json.loads((out / "run.json").read_text())
     assert manifest["state"] == "recording" and "outputs" not in manifest
+    assert manifest["pid"] == proc.pid
     assert not (out / "bag" / "metadata.yaml").exists()
     killed = (out / "bag" / "bag.mcap").read_bytes()
     diff = np.flatnonzero(
@@ -422,6 +423,22 @@ def test_a_killed_run_is_verified_up_to_its_last_complete_chunk(
     lidar = report["sensors"]["lidar"]
     assert lidar["captures"] + lidar.get("excluded", 0) == truth > 0
     assert lidar["metrics"]["sample_dropout"]["measured"] == 0.0  # cut is not dropped
+
+
+def test_verify_of_a_run_still_recording_says_it_is_a_snapshot(tmp_path: Path) -> None:
+    out = tmp_path / "live"
+    proc = start_run(out)  # the whole demo: still recording while verify reads it
+    try:
+        wait_for(out / "bag" / "bag.mcap", 2_000_000, proc)
+        live = cli("verify", str(out))
+        assert proc.poll() is None, "the run ended before verify did"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert live.returncode in (1, 4) and "Traceback" not in live.stderr, live.stderr
+    text = " ".join(live.stderr.split())
+    assert "so far: run.json says it is recording" in text
+    assert f"process {proc.pid} on this machine is alive; this is a snapshot" in text
 
 
 def cli_snapshot(run_dir: Path) -> dict[str, str]:

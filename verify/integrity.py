@@ -210,23 +210,27 @@ def check_run(run_dir: Path, manifest: dict, src: SourceBag) -> RunIntegrity:
         end = last if last is not None else start
         found.span_end_ns = end
         found.gaps.append(Gap(end, None, "after the last complete chunk", "not recorded"))
+        alive = _alive(manifest)
         found.interrupted = (
-            f"interrupted at t = {(end - start) / 1e9:.9g} s: the run was killed (run.json "
+            f"recorded up to t = {(end - start) / 1e9:.9g} s so far: run.json says it is "
+            f"recording and process {alive} on this machine is alive; this is a snapshot of a "
+            "run in progress"
+            if alive is not None
+            else f"interrupted at t = {(end - start) / 1e9:.9g} s: the run was killed (run.json "
             "still says it is recording); its bag was read up to its last complete record"
-            + _alive(manifest)
         )
     return found
 
 
-def _alive(manifest: dict) -> str:
-    """A note when the recording process may still be running on this machine."""
+def _alive(manifest: dict) -> int | None:
+    """The recording process's pid when it is still alive on this machine."""
     pid, host = manifest.get("pid"), manifest.get("host")
     if not isinstance(pid, int) or host != socket.gethostname():
-        return ""
+        return None
     try:
         os.kill(pid, 0)
     except PermissionError:
-        pass  # it exists, under another user
+        return pid  # it exists, under another user
     except OSError:
-        return ""
-    return f" (process {pid} on this machine is alive: if it still records, this is a snapshot)"
+        return None
+    return pid
