@@ -136,6 +136,17 @@ class Claim:
         )
 
 
+def _make_locked(out: Path):
+    """Create `out` if needed and lock it; on a refusal, remove what was created."""
+    created = _make(out)
+    try:
+        _lock(out)
+    except BaseException:
+        _undo(created)
+        raise
+    return created
+
+
 @contextlib.contextmanager
 def claim(out: Path, kind: str, force: bool = False, clear: bool = True):
     """Lock `out` for writing a `kind` folder (run, compare, campaign) and yield a Claim.
@@ -145,12 +156,7 @@ def claim(out: Path, kind: str, force: bool = False, clear: bool = True):
     is built). On a refusal nothing is left behind. A campaign is never cleared: it resumes."""
     out = Path(out)
     check_target(out, kind, force)
-    created = _make(out)
-    try:
-        _lock(out)
-    except BaseException:
-        _undo(created)
-        raise
+    created = _make_locked(out)
     try:
         c = Claim(out, kind, created)
         # under the lock: the folder may have changed since the first look
@@ -177,12 +183,7 @@ def update(out: Path, kind: str = "run"):
     out = Path(out)
     if out.is_symlink():
         check_target(out, kind, False)
-    created = _make(out)
-    try:
-        _lock(out)
-    except BaseException:
-        _undo(created)
-        raise
+    created = _make_locked(out)
     try:
         c = Claim(out, kind, created)
         c._foreign = set(foreign_paths(out, kind))
