@@ -306,7 +306,6 @@ def _record(
     try:
         with StopFlag() as stop:
             for i, (t, w) in enumerate(zip(times.tolist(), who.tolist())):
-                now = t  # the event not yet recorded: the recorded span ends here if we stop
                 if stop.signal:
                     result.stopped_by = stop.signal
                     break
@@ -324,6 +323,7 @@ def _record(
                     published = pipelines[w].process(truth, t)
                     recorders[w].record(t, truth, published, xyz, q)
                 bag.advance(t)
+                now = t + 1  # the recorded span [start, now) holds every event recorded so far
                 if bar is not None and i % 200 == 0:
                     bar.update(i)
             else:

@@ -425,7 +425,9 @@ def test_a_killed_run_is_verified_up_to_its_last_complete_chunk(
     assert lidar["metrics"]["sample_dropout"]["measured"] == 0.0  # cut is not dropped
 
 
-def test_verify_of_a_run_still_recording_says_it_is_a_snapshot(tmp_path: Path) -> None:
+def test_verify_of_a_run_still_recording_is_refused_naming_the_writer(tmp_path: Path) -> None:
+    """The run holds its folder's lock (simconform/outlock.py): verify does not judge a bag
+    that is still being written, and says who writes it."""
     out = tmp_path / "live"
     proc = start_run(out)  # the whole demo: still recording while verify reads it
     try:
@@ -435,10 +437,10 @@ def test_verify_of_a_run_still_recording_says_it_is_a_snapshot(tmp_path: Path) -
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
-    assert live.returncode in (1, 4) and "Traceback" not in live.stderr, live.stderr
+    assert live.returncode == 2 and "Traceback" not in live.stderr, live.stderr
     text = " ".join(live.stderr.split())
-    assert "so far: run.json says it is recording" in text
-    assert f"process {proc.pid} on this machine is alive; this is a snapshot" in text
+    assert text.startswith("simconform: error: ") and f"is being written by pid {proc.pid}" in text
+    assert not (out / "report").exists()
 
 
 def cli_snapshot(run_dir: Path) -> dict[str, str]:
