@@ -31,17 +31,38 @@ from simconform.trajectory import format_seconds
 STORAGES = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}
 
 _INF = QosTime(sec=2147483647, nsec=4294967295)
-_LATCHED = Qos(
-    history=QosHistory.KEEP_LAST,
-    depth=1,
-    reliability=QosReliability.RELIABLE,
-    durability=QosDurability.TRANSIENT_LOCAL,
-    deadline=_INF,
-    lifespan=_INF,
-    liveliness=QosLiveliness.AUTOMATIC,
-    liveliness_lease_duration=_INF,
-    avoid_ros_namespace_conventions=False,
-)
+
+
+def _qos(reliability: QosReliability, durability: QosDurability, depth: int) -> Qos:
+    return Qos(
+        history=QosHistory.KEEP_LAST,
+        depth=depth,
+        reliability=reliability,
+        durability=durability,
+        deadline=_INF,
+        lifespan=_INF,
+        liveliness=QosLiveliness.AUTOMATIC,
+        liveliness_lease_duration=_INF,
+        avoid_ros_namespace_conventions=False,
+    )
+
+
+# What a ROS 2 publisher of each kind offers, recorded so `ros2 bag play` republishes with it
+# (an empty list makes ROS 2 tools warn and fall back to defaults): sensor streams with
+# rclcpp's SensorDataQoS as drivers do, /tf_static latched, everything else (tf, odometry,
+# ground truth, which a consumer must not lose) with the default reliable profile.
+_LATCHED = _qos(QosReliability.RELIABLE, QosDurability.TRANSIENT_LOCAL, 1)
+_SENSOR_DATA = _qos(QosReliability.BEST_EFFORT, QosDurability.VOLATILE, 5)
+_RELIABLE = _qos(QosReliability.RELIABLE, QosDurability.VOLATILE, 10)
+
+
+def offered_qos(topic: str, msgtype: str, latched: bool = False) -> Qos:
+    """The QoS profile a publisher of `topic` offers (see above)."""
+    if latched:
+        return _LATCHED
+    if msgtype.startswith("sensor_msgs/") and not topic.startswith("/truth/"):
+        return _SENSOR_DATA
+    return _RELIABLE
 
 
 class BagRecorder:
@@ -57,7 +78,7 @@ class BagRecorder:
 
     def connection(self, topic: str, msgtype: str, latched: bool = False) -> None:
         if topic not in self.connections:
-            qos = [_LATCHED] if latched else ()
+            qos = [offered_qos(topic, msgtype, latched)]
             self.connections[topic] = self.writer.add_connection(
                 topic, msgtype, typestore=TYPESTORE, offered_qos_profiles=qos
             )

@@ -61,6 +61,21 @@ def test_bag_layout_and_stamps(short_run: Path) -> None:
     assert len(logs) > 0
 
 
+def test_every_topic_records_the_qos_its_publisher_offers(short_run: Path) -> None:
+    """ROS 2 tools warn on an empty offered_qos_profiles and replay with defaults: sensor
+    streams carry SensorDataQoS (best effort), /tf_static is latched, the rest reliable."""
+    with AnyReader([short_run / "bag"]) as reader:
+        qos = {c.topic: c.ext.offered_qos_profiles for c in reader.connections}
+    assert all(len(profiles) == 1 for profiles in qos.values()), qos
+    rel = {topic: p[0].reliability.name for topic, p in qos.items()}
+    dur = {topic: p[0].durability.name for topic, p in qos.items()}
+    for topic in TOPICS:
+        expect = "RELIABLE" if topic == "/odom" else "BEST_EFFORT"
+        assert rel[topic] == expect and rel["/truth" + topic] == "RELIABLE", topic
+    assert rel["/tf"] == "RELIABLE" and dur["/tf"] == "VOLATILE"
+    assert dur["/tf_static"] == "TRANSIENT_LOCAL"
+
+
 def test_pointcloud_organized_with_nan_for_lost_points(short_run: Path) -> None:
     msgs = read_bag(short_run / "bag")
     _, pub = msgs["/lidar/points"][5]
