@@ -1,12 +1,21 @@
-"""A progress bar on a terminal; nothing elsewhere."""
+"""Progress: a bar on a terminal, a plain line every 10 % elsewhere (CI logs, pipes), so a
+long run never sits silent for minutes; `--no-progress` turns both off."""
 
 from __future__ import annotations
 
+import os
 import sys
+import time
+from typing import Protocol
+
+
+class Progress(Protocol):
+    def update(self, done: int) -> None: ...
+    def close(self) -> None: ...
 
 
 class Bar:
-    def __init__(self, total: int) -> None:
+    def __init__(self, total: int, what: str) -> None:
         from rich.progress import BarColumn, Progress, TimeRemainingColumn
 
         self.p = Progress(
@@ -17,7 +26,7 @@ class Bar:
             transient=True,
         )
         self.p.start()
-        self.task = self.p.add_task("capturing", total=total)
+        self.task = self.p.add_task(what, total=total)
 
     def update(self, done: int) -> None:
         self.p.update(self.task, completed=done)
@@ -26,7 +35,41 @@ class Bar:
         self.p.stop()
 
 
-def progress_bar(total: int, enabled: bool | None) -> Bar | None:
-    if enabled is None:
-        enabled = sys.stderr.isatty()
-    return Bar(total) if enabled else None
+class Lines:
+    """One line on stderr each time another 10 % is done, at most one per `every_s` seconds
+    (default 5, or SIMCONFORM_PROGRESS_INTERVAL_S): a log is read later, and a line per tick
+    would bury it."""
+
+    def __init__(self, total: int, what: str, every_s: float | None = None, stream=None) -> None:
+        if every_s is None:
+            every_s = float(os.environ.get("SIMCONFORM_PROGRESS_INTERVAL_S", "5"))
+        self.total, self.what, self.every_s = max(total, 1), what, every_s
+        self.stream = stream or sys.stderr
+        self.t0 = self.last = time.monotonic()
+        self.step = 0  # tenths reported so far
+
+    def update(self, done: int) -> None:
+        tenth = min(10, done * 10 // self.total)
+        now = time.monotonic()
+        if tenth <= self.step or now - self.last < self.every_s:
+            return
+        self.step, self.last = tenth, now
+        elapsed = now - self.t0
+        left = elapsed * (self.total - done) / max(done, 1)
+        self.stream.write(
+            f"simconform: {self.what} {100 * done // self.total:3d} % "
+            f"({elapsed:.0f} s elapsed, about {left:.0f} s left)\n"
+        )
+        self.stream.flush()
+
+    def close(self) -> None:
+        pass
+
+
+def progress_bar(total: int, enabled: bool | None, what: str = "capturing") -> Progress | None:
+    """A bar on a terminal, lines elsewhere (enabled None); a bar (True); nothing (False)."""
+    if enabled is False:
+        return None
+    if enabled or sys.stderr.isatty():
+        return Bar(total, what)
+    return Lines(total, what)

@@ -4,6 +4,7 @@ independence, reports, exit codes and the interrupted run."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -229,3 +230,39 @@ def test_interrupted_run_keeps_what_was_recorded(tmp_path: Path, sig, code) -> N
     report = json.loads((out / "report" / "report.json").read_text())
     assert report["run"]["complete"] is False
     assert "incomplete" in stdout.lower()
+
+
+def test_progress_lines_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
+    """A CI log gets a line every 10 % (throttled), never a silent run; --no-progress: none."""
+    import io
+
+    from simconform.progress import Lines, progress_bar
+
+    buf = io.StringIO()
+    lines = Lines(1000, "capturing", every_s=0.0, stream=buf)
+    for i in range(0, 1001, 7):
+        lines.update(i)
+    out = buf.getvalue().splitlines()
+    assert [ln.split()[2] for ln in out] == [str(p) for p in range(10, 100, 10)]
+    assert all(ln.startswith("simconform: capturing ") and "s left" in ln for ln in out)
+    assert progress_bar(10, False) is None
+    env = {**os.environ, "SIMCONFORM_PROGRESS_INTERVAL_S": "0"}  # short run: lines anyway
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "simconform.cli",
+            "run",
+            "--duration",
+            "2",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        capture_output=True,  # stderr is a pipe
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert res.returncode in (0, 1), res.stderr
+    assert "simconform: capturing" in res.stderr and "Traceback" not in res.stderr

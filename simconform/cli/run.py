@@ -73,7 +73,10 @@ def run(
     confidence: Annotated[float, typer.Option(help="Confidence level of every interval.")] = 0.95,
     progress: Annotated[
         bool | None,
-        typer.Option("--progress/--no-progress", help="Progress bar (default: on a terminal)."),
+        typer.Option(
+            "--progress/--no-progress",
+            help="Progress: a bar on a terminal, a line every 10 % elsewhere (default).",
+        ),
     ] = None,
     dry_run: Annotated[
         bool,
