@@ -23,6 +23,7 @@ MARKER = {
     "run": ("run.json", "cell.json"),  # cell.json: a campaign cell that stopped before its run
     "compare": ("compare.json",),
     "campaign": (".campaign-token",),
+    "localize": ("localization.json",),
 }
 LEGACY = {
     "run": ("run.json", "run.json.tmp", "cell.json", "bag/", "gt/", "report/", "gazebo/"),
@@ -31,8 +32,9 @@ LEGACY = {
         ".campaign-token", "campaign.json", "campaign.md", "junit.xml", "plots/", "specs/",
         "cells/",
     ),
+    "localize": ("localization.json", "localization.md", "*.png"),
 }  # fmt: skip
-NOUN = {"run": "run", "compare": "comparison", "campaign": "campaign"}
+NOUN = {"run": "run", "compare": "comparison", "campaign": "campaign", "localize": "localization"}
 
 
 # ------------------------------------------------------------------ checks that write nothing

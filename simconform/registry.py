@@ -1,7 +1,8 @@
 """The one registry through which simconform finds its pluggable parts.
 
 Backends (`--backend`), the engines the reference backend can render as (`--emulate`), the axis
-conventions of foreign ground truth (a replay map's `convention`) and exporters (`export-sdf`)
+conventions of foreign ground truth (a replay map's `convention`), lidar odometries (`localize
+--odometry`) and exporters (`export-sdf`)
 are each a name -> "module:attribute" table. Entries are imported only when chosen, so a missing
 engine matters only to the run that asks for it. A plugin adds an entry at run time
 (`BACKENDS["mine"] = "my_pkg.backend:MyBackend"`); campaign workers receive the entry itself, so
@@ -61,6 +62,12 @@ CONVENTIONS = Registry(
         "ros": "simconform.adapters.replay.map:ros_axes",
         "unity": "simconform.adapters.replay.map:unity_to_ros",
     },
+)
+
+# Lidar odometries `simconform localize --odometry` runs: name -> a class built from
+# (min_range, max_range, deskew) with `register(sweep)` (simconform.downstream.odometry).
+ODOMETRY = Registry(
+    "lidar odometry", "--odometry", {"kiss-icp": "simconform.downstream.odometry:KissIcp"}
 )
 
 # Exporters: name -> a function writing files for another tool (`simconform export-<name>`).

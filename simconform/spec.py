@@ -273,9 +273,18 @@ DEFAULT_TOPICS = {
 }
 
 
+class Localization(Strict):
+    """What localization on this sensor model's lidar must achieve (`simconform localize`):
+    APE RMSE in m (origin-aligned), and optionally KITTI-style RPE in % of distance."""
+
+    ape_rmse_m: Annotated[float, Field(gt=0, le=1e4)]
+    rpe_trans_pct: Annotated[float, Field(gt=0, le=100)] | None = None
+
+
 class Spec(Strict):
     name: Name
     base_frame: FrameId = "base_link"
+    localization: Localization | None = None
     sensors: dict[Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_]*$")], SensorSpec] = Field(
         min_length=1
     )

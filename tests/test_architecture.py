@@ -61,6 +61,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("verify", ("simconform.verify.**",)),
     ("compare", ("simconform.verify.compare.**",)),
+    ("downstream", ("simconform.downstream.**",)),
     ("campaign", ("simconform.campaign.**",)),
     ("cli", ("simconform.cli.**",)),
 ]

@@ -24,7 +24,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import typer  # noqa: E402
 
 from simconform import __version__  # noqa: E402
-from simconform.cli import backends, campaign, compare, replay, run, sdf  # noqa: E402
+from simconform.cli import backends, campaign, compare, localize, replay, run, sdf  # noqa: E402
 from simconform.errors import UserError  # noqa: E402
 
 app = typer.Typer(
@@ -41,6 +41,7 @@ app.command("replay")(replay.replay_command)
 app.command("export-sdf")(sdf.export_sdf_command)
 app.command("import-sdf")(sdf.import_sdf_command)
 app.command("backends")(backends.backends_command)
+app.command("localize")(localize.localize_command)
 
 
 def _version(value: bool) -> None:

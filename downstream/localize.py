@@ -1,0 +1,142 @@
+"""`simconform localize`: lidar odometry on a run's published clouds, judged against its truth.
+
+It answers a sign-off question per-sensor statistics cannot: does this sensor model, with its
+declared noise, keep localization within what the spec may declare (`localization:
+ape_rmse_m`, optionally `rpe_trans_pct`)? One run gives one number, so its verdict is a plain
+comparison; a campaign over seeds gives the spread (docs/localization.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from simconform.bag.reader import SourceBag
+from simconform.downstream.odometry import LidarOdometry
+from simconform.downstream.sweeps import TruePoses, sweeps
+from simconform.errors import UserError
+from simconform.frames import Pose
+from simconform.spec import LidarSpec, Spec
+
+
+@dataclass
+class LocalizeConfig:
+    run_dir: Path
+    out: Path | None = None
+    sensor: str | None = None
+    odometry: str = "kiss-icp"
+    deskew: bool = True
+    segment_m: float = 100.0
+    force: bool = False
+
+
+def _lidar(spec: Spec, name: str | None, run_dir: Path) -> str:
+    lidars = [n for n, s in spec.sensors.items() if isinstance(s, LidarSpec)]
+    if name is None:
+        if len(lidars) != 1:
+            why = "expected a run with a lidar" if not lidars else "pass --sensor with one of "
+            raise UserError(run_dir, "--sensor", None, why + ", ".join(lidars))
+        return lidars[0]
+    if name not in lidars:
+        raise UserError(run_dir, "--sensor", name, f"expected a lidar: {', '.join(lidars)}")
+    return name
+
+
+def _odometry(cfg: LocalizeConfig, s: LidarSpec) -> LidarOdometry:
+    from simconform.registry import ODOMETRY
+
+    ODOMETRY.check(cfg.odometry)
+    try:
+        import evo  # noqa: F401  (evaluate() needs it; say so before the odometry runs)
+
+        return ODOMETRY.load(cfg.odometry)(s.range.min, s.range.max, cfg.deskew)
+    except ImportError as exc:
+        why = f"it needs {exc.name}: pip install 'simconform[localize]'"
+        raise UserError(None, "--odometry", cfg.odometry, why) from None
+
+
+def localize(cfg: LocalizeConfig) -> dict:
+    """Run the odometry on the run's lidar, evaluate it, and (with cfg.out) write the result."""
+    from simconform.verify.verifier import load_manifest
+
+    run_dir = Path(cfg.run_dir)
+    manifest = load_manifest(run_dir)
+    spec = Spec.model_validate(manifest["spec_content"])
+    name = _lidar(spec, cfg.sensor, run_dir)
+    s = spec.sensors[name]
+    assert isinstance(s, LidarSpec)
+    truth = TruePoses(run_dir / "gt" / f"{spec.base_frame}.tum", Pose.from_xyz_rpy(*_mount(s)))
+    odo = _odometry(cfg, s)
+    poses, instants, timed = [], [], 0
+    bag = SourceBag(run_dir / "bag")
+    try:
+        for sweep in sweeps(bag, spec.topic(name)):
+            if len(sweep.points) == 0:
+                continue
+            pose, at = odo.register(sweep)
+            if not truth.covers(at):
+                continue  # a sweep finishing after the recorded truth cannot be judged
+            poses.append(pose)
+            instants.append(at)
+            timed += sweep.times_ns is not None
+    finally:
+        bag.close()
+    if len(poses) < 2:
+        raise UserError(run_dir, name, f"{len(poses)} sweeps", "expected a run of 2 or more")
+    t = np.array(instants, dtype=np.int64)
+    arr = np.array(poses)
+    from scipy.spatial.transform import Rotation
+
+    est = Pose(arr[:, :3, 3], Rotation.from_matrix(arr[:, :3, :3]))
+    from simconform.downstream.evaluate import evaluate
+
+    ev = evaluate(est, truth.at(t), t, cfg.segment_m)
+    report = _report(cfg, spec, name, ev, len(poses), timed, manifest)
+    if cfg.out is not None:
+        from simconform.downstream.write import write_localization
+
+        write_localization(Path(cfg.out), cfg.force, report, ev, est, truth.at(t), t)
+    return report
+
+
+def _mount(s: LidarSpec) -> tuple:
+    return s.mount.xyz, s.mount.rpy
+
+
+def _report(cfg, spec: Spec, name: str, ev, n: int, timed: int, manifest) -> dict:
+    tol = spec.localization
+    checks = {}
+    if tol is not None:
+        checks["ape_rmse_m"] = {"value": ev.ape_rmse_m, "max": tol.ape_rmse_m}
+        if tol.rpe_trans_pct is not None:
+            checks["rpe_trans_pct"] = {"value": ev.rpe_trans_pct, "max": tol.rpe_trans_pct}
+    for c in checks.values():
+        c["verdict"] = "PASS" if c["value"] is not None and c["value"] <= c["max"] else "FAIL"
+    verdict = (
+        "NOT DECLARED"
+        if not checks
+        else ("FAIL" if any(c["verdict"] == "FAIL" for c in checks.values()) else "PASS")
+    )
+    return {
+        "run": str(cfg.run_dir),
+        "backend": manifest.get("backend"),
+        "seed": manifest.get("seed"),
+        "sensor": name,
+        "topic": spec.topic(name),
+        "odometry": cfg.odometry,
+        "deskew": bool(cfg.deskew and timed),
+        "pose_instant": "each sweep's last point" if cfg.deskew and timed else "the cloud stamp",
+        "sweeps": n,
+        "sweeps_with_point_time": timed,
+        "ape_rmse_m": ev.ape_rmse_m,
+        "ape_max_m": ev.ape_max_m,
+        "rpe_trans_pct": ev.rpe_trans_pct,
+        "rpe_rot_deg_per_100m": ev.rpe_rot_deg_per_100m,
+        "rpe_segment_m": ev.segment_m,
+        "path_length_m": ev.path_length_m,
+        "drift_pct": 100 * ev.ape_rmse_m / ev.path_length_m if ev.path_length_m else None,
+        "tolerances": checks,
+        "verdict": verdict,
+    }

@@ -1,0 +1,100 @@
+"""localization.json, localization.md and the two plots, in a claimed output folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from simconform.downstream.evaluate import Evaluation
+from simconform.frames import Pose
+from simconform.outdir import claim, io_error
+
+FILES = ("localization.json", "localization.md", "trajectory.png", "ape_over_time.png")
+
+
+def dumps(report: dict) -> str:
+    return json.dumps(report, indent=2) + "\n"
+
+
+def _fmt(v, unit: str = "") -> str:
+    return "n/a" if v is None else f"{v:.4g}{unit}"
+
+
+def markdown(r: dict) -> str:
+    lines = [
+        f"# Localization: {r['odometry']} on {r['topic']}",
+        "",
+        f"**Verdict: {r['verdict']}**"
+        + ("" if r["tolerances"] else " (the spec declares no `localization:` tolerance)"),
+        "",
+        "| metric | value | tolerance | verdict |",
+        "|---|---|---|---|",
+    ]
+    rows = [
+        ("APE RMSE (origin-aligned)", r["ape_rmse_m"], " m", "ape_rmse_m"),
+        ("APE max", r["ape_max_m"], " m", None),
+        (f"RPE translation (per {_fmt(r['rpe_segment_m'], ' m')})", r["rpe_trans_pct"], " %",
+         "rpe_trans_pct"),
+        ("RPE rotation", r["rpe_rot_deg_per_100m"], " deg/100 m", None),
+        ("path length", r["path_length_m"], " m", None),
+        ("APE RMSE / path length", r["drift_pct"], " %", None),
+    ]  # fmt: skip
+    for label, value, unit, key in rows:
+        tol = r["tolerances"].get(key) if key else None
+        lines.append(
+            f"| {label} | {_fmt(value, unit)} | "
+            + (f"<= {tol['max']:g}{unit} | {tol['verdict']} |" if tol else "| |")
+        )
+    lines += [
+        "",
+        f"{r['sweeps']} sweeps ({r['sweeps_with_point_time']} with per-point time); deskewing "
+        f"{'on' if r['deskew'] else 'off'}; each estimate judged at {r['pose_instant']}, "
+        "against the run's gt/ interpolated there. Backend "
+        f"{r['backend']}, seed {r['seed']}, run {r['run']}.",
+        "",
+        "![trajectory](trajectory.png)",
+        "",
+        "![APE over time](ape_over_time.png)",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def plots(out: Path, ev: Evaluation, est: Pose, truth: Pose, t_ns: np.ndarray) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    # est is in the odometry's own frame: place it at the first true pose, as evaluate() does
+    placed = truth[0].compose(est[0].inverse()).compose(est)
+    fig, ax = plt.subplots(figsize=(6.5, 6))
+    ax.plot(truth.t[:, 0], truth.t[:, 1], "k-", label="truth")
+    ax.plot(placed.t[:, 0], placed.t[:, 1], "C1--", label="odometry")
+    ax.set(xlabel="x (m, map)", ylabel="y (m, map)", title="Trajectory", aspect="equal")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "trajectory.png", dpi=110)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    ax.plot((t_ns - t_ns[0]) / 1e9, ev.ape_m, "C0-")
+    ax.set(xlabel="time since first sweep (s)", ylabel="APE (m)", title="Position error")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out / "ape_over_time.png", dpi=110)
+    plt.close(fig)
+
+
+def write_localization(
+    out: Path, force: bool, report: dict, ev: Evaluation, est: Pose, truth: Pose, t_ns
+) -> None:
+    with claim(out, "localize", force) as owned:
+        owned.declare(*FILES)
+        try:
+            (out / "localization.json").write_text(dumps(report))
+            (out / "localization.md").write_text(markdown(report))
+            plots(out, ev, est, truth, t_ns)
+        except OSError as exc:
+            raise io_error(out, exc) or exc from None

@@ -1,0 +1,147 @@
+"""`simconform localize`: KISS-ICP on a run's published lidar, judged against its truth with
+evo, on a small street world where lidar odometry is well posed (the demo world is a few boxes
+on a plane: KISS-ICP loses track there even on exact truth clouds)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from conftest import cli, write_yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def street_world() -> dict:
+    """A 70 m street: ground, façades at y = +-7 m with irregular recesses, poles and parked
+    boxes at irregular spacing (so motion along the street is observable)."""
+    rng = np.random.default_rng(7)
+    objects: list[dict] = [
+        {"type": "plane", "name": "ground", "point": [0, 0, -0.3], "normal": [0, 0, 1]}
+    ]
+    # the road: 2 m tiles a few cm high or low and tilted by up to 1.7 deg. A perfect plane
+    # under a lidar whose rays keep their angles from sweep to sweep looks the same from
+    # everywhere, and KISS-ICP takes that for standing still (docs/localization.md)
+    for i, tx in enumerate(np.arange(-10, 62, 2.0)):
+        for j, ty in enumerate(np.arange(-7, 7.01, 2.0)):
+            objects.append(
+                {
+                    "type": "box",
+                    "name": f"tile_{i}_{j}",
+                    "center": [float(tx) + 1, float(ty), float(rng.uniform(-0.35, -0.25))],
+                    "size": [2.0, 2.0, 0.6],
+                    "rpy": [*map(float, rng.uniform(-0.03, 0.03, 2)), 0.0],
+                }
+            )
+    x = -10.0
+    k = 0
+    while x < 60:
+        length = float(rng.uniform(0.8, 1.6))
+        for side in (-1, 1):
+            depth = float(rng.uniform(0.3, 1.5))
+            objects.append(
+                {
+                    "type": "box",
+                    "name": f"facade_{k}_{side + 1}",
+                    "center": [x + length / 2, side * (7 + depth / 2), 4.5],
+                    "size": [length, depth, float(rng.uniform(3, 9))],
+                }
+            )
+        x += length
+        k += 1
+    for i, px in enumerate(rng.uniform(-5, 55, 30)):
+        side = 1 if i % 2 else -1
+        objects.append(
+            {
+                "type": "cylinder",
+                "name": f"pole_{i}",
+                "center": [float(px), side * 4.8, 2.0],
+                "radius": 0.25,
+                "length": 4.0,
+            }
+        )
+    for i, px in enumerate(rng.uniform(0, 50, 12)):
+        objects.append(
+            {
+                "type": "box",
+                "name": f"car_{i}",
+                "center": [float(px), (-1) ** i * 3.6, 0.75],
+                "size": [4.2, 1.8, 1.5],
+                "rpy": [0, 0, float(rng.uniform(-0.1, 0.1))],
+            }
+        )
+    return {"name": "street", "origin": {"lat": 48.262, "lon": 11.668, "alt": 480.0},
+            "objects": objects}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def street_run(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("street")
+    world = write_yaml(d / "street.yaml", street_world())
+    # from rest (as a drive starts; KISS-ICP's constant-velocity prediction starts at zero
+    # speed) to 4 m/s in 3 s, then a gentle S
+    t = np.arange(0, 13.01, 0.25)
+    x = np.where(t < 3, 2.0 / 3.0 * t**2, 6.0 + 4.0 * (t - 3))
+    path = np.stack([t, x, 1.2 * np.sin(x / 12.0)], axis=1)
+    (d / "street.tum").write_text("".join(f"{a:.3f} {b:.4f} {c:.4f}\n" for a, b, c in path))
+    spec = yaml.safe_load((ROOT / "sensors_spec" / "rover_core.yaml").read_text())
+    spec["sensors"] = {"lidar": spec["sensors"]["lidar"]}
+    spec_path = write_yaml(d / "lidar.yaml", spec)
+    out = d / "run"
+    res = cli(
+        "run", "--spec", str(spec_path), "--world", str(world), "--trajectory",
+        str(d / "street.tum"), "--duration", "12", "--out", str(out),
+    )  # fmt: skip
+    assert res.returncode in (0, 1), res.stderr
+    return out
+
+
+def test_localize_on_a_street(street_run: Path, tmp_path: Path) -> None:
+    """The command users run, default flags: KISS-ICP follows the street (measured 3.8 % of
+    the path, docs/localization.md; < 1 % is issue 19's goal for worlds/urban.yaml), and
+    every output is written."""
+    out = tmp_path / "loc"
+    res = cli("localize", str(street_run), "--out", str(out))
+    assert res.returncode == 0, res.stdout + res.stderr
+    r = json.loads((out / "localization.json").read_text())
+    assert r["odometry"] == "kiss-icp" and r["sensor"] == "lidar" and r["seed"] == 1234
+    assert r["sweeps"] >= 100 and r["sweeps_with_point_time"] == r["sweeps"]
+    assert r["deskew"] is True and r["pose_instant"] == "each sweep's last point"
+    assert 40 < r["path_length_m"] < 46
+    assert r["ape_rmse_m"] / r["path_length_m"] < 0.10, r  # lost track: 30-50 %
+    assert r["rpe_trans_pct"] is not None and r["rpe_segment_m"] > 15
+    assert r["verdict"] == "NOT DECLARED" and "APE RMSE" in (out / "localization.md").read_text()
+    for f in ("trajectory.png", "ape_over_time.png"):
+        assert (out / f).stat().st_size > 10_000
+    again = cli("localize", str(street_run), "--out", str(out))  # an existing result is kept
+    assert again.returncode == 2 and "--force" in again.stderr
+
+
+def test_declared_tolerance_gives_the_verdict() -> None:
+    from simconform.downstream.evaluate import Evaluation
+    from simconform.downstream.localize import LocalizeConfig, _report
+    from simconform.spec import Spec
+
+    spec = yaml.safe_load((ROOT / "sensors_spec" / "vlp16.yaml").read_text())
+    ev = Evaluation(0.5, 0.9, np.zeros(3), 1.5, 0.2, 100.0, 50.0)
+    for tol, verdict in (({"ape_rmse_m": 1.0}, "PASS"), ({"ape_rmse_m": 0.4}, "FAIL"),
+                         ({"ape_rmse_m": 1.0, "rpe_trans_pct": 1.0}, "FAIL")):  # fmt: skip
+        s = Spec.model_validate({**spec, "localization": tol})
+        r = _report(LocalizeConfig(Path("run")), s, "lidar", ev, 3, 3, {})
+        assert r["verdict"] == verdict, (tol, r["tolerances"])
+        assert r["drift_pct"] == 0.5
+
+
+def test_bad_input_is_one_message(tmp_path: Path) -> None:
+    res = cli("localize", str(tmp_path / "nowhere"), "--out", str(tmp_path / "o"))
+    assert res.returncode == 2 and res.stderr.startswith("simconform: error:")
+    assert "Traceback" not in res.stderr and not (tmp_path / "o").exists()
+    bad = Path(tmp_path / "spec.yaml")
+    spec = yaml.safe_load((ROOT / "sensors_spec" / "vlp16.yaml").read_text())
+    write_yaml(bad, {**spec, "localization": {"ape_rmse_m": -1}})
+    res = cli("run", "--spec", str(bad), "--dry-run")
+    assert res.returncode == 2 and "localization.ape_rmse_m" in res.stderr, res.stderr
