@@ -26,6 +26,7 @@ A campaign file::
     duration: 5.0                             # s; default: the whole trajectory
     interpolation: spline                     # or linear (`simconform run --interpolation`)
     confidence: 0.95
+    localize: false                           # true: also `simconform localize` every cell
 
 Executors:
 
@@ -63,7 +64,8 @@ Where things are:
 - ``driver``: run_campaign, which ties the above together
 - ``progress``: CampaignProgress and the status SYMBOLs
 - ``summary`` / ``report`` / ``plots``: the campaign report's statistics, its campaign.json,
-  campaign.md and junit.xml, and its figures (imported only when the report is written)
+  campaign.md and junit.xml, and its figures (imported only when the report is written);
+  ``localization``: with ``localize: true``, APE across seeds per variant and its plot
 """
 
 from simconform.campaign.cell import execute_cell, timed_cell

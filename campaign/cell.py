@@ -114,6 +114,10 @@ def _run(cell: Cell, spec, world, trajectory, out: Path) -> tuple[str, bool]:
         force=False,
     )
     result = run(cfg, progress=False)
+    if cell.localize:  # before verify, so the cell's report shows it
+        from simconform.downstream.localize import LocalizeConfig, localize
+
+        localize(LocalizeConfig(result.out))
     report = verify_run(result.out, cell.confidence)
     return report["verdict"], bool(report["run"]["complete"])
 

@@ -127,6 +127,7 @@ def _report(plan: Plan, out: Path, run: dict, cells: list, records: dict) -> dic
         "confidence": plan.confidence,
         "storage": plan.storage,
         "interpolation": plan.interpolation,
+        "localize": plan.localize,
         "simconform": __version__,
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "wall_s": run["wall_s"],

@@ -74,6 +74,7 @@ class CampaignFile(Strict):
     confidence: Annotated[float, Field(ge=0.5, lt=1)] = 0.95
     storage: Literal["mcap", "sqlite3"] = "mcap"
     interpolation: Literal["spline", "linear"] = "spline"
+    localize: bool = False  # also run `simconform localize` in every cell (lidar odometry)
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,7 @@ class Cell:
     files: tuple[tuple[str, str], ...]  # every input path the run reads, with its sha256
     world_rel: str  # world and trajectory inside the scene bundle
     trajectory_rel: str
+    localize: bool = False
 
 
 @dataclass
@@ -131,6 +133,7 @@ class Plan:
     storage: str
     spec: Path
     interpolation: str = "spline"
+    localize: bool = False
 
     def cells(self, out: Path) -> list[Cell]:
         from simconform.registry import BACKENDS
@@ -169,6 +172,7 @@ class Plan:
                                 files=files,
                                 world_rel=scene.files[0][0],
                                 trajectory_rel=str(scene.trajectory.relative_to(scene.root)),
+                                localize=self.localize,
                             )
                         )
         return cells
@@ -186,6 +190,7 @@ class Plan:
             "interpolation": self.interpolation,
             "confidence": self.confidence,
             "simconform": __version__,
+            **({"localize": True} if self.localize else {}),  # earlier cells' hashes stay valid
         }
         return _sha(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode())
 
@@ -233,6 +238,7 @@ def load_campaign(path: str | Path) -> Plan:
         storage=model.storage,
         spec=spec_path,
         interpolation=model.interpolation,
+        localize=model.localize,
     )
 
 

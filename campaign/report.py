@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
+from simconform.campaign import localization
 from simconform.campaign.plots import write_plots
 from simconform.campaign.summary import NOT_RAN, VERDICTS, cell_reports, summarize
 
@@ -88,6 +89,7 @@ def markdown(report: dict, plots: list[str]) -> str:
             f"{r['metric']}{unit} | {pr} | {_fmt(r['configured'])} | {meas} | {k} | {share} | "
             f"{expect} | {cov['status']} |"
         )
+    out += localization.markdown(report.get("localization", []), c["confidence"])
     out += ["", "## Cells", "", "| cell | status | attempts | resumed | wall | note |"]
     out.append("|---|---|---|---|---|---|")
     for r in report["cells"]:
@@ -146,7 +148,10 @@ def write_campaign_report(out: Path, meta: dict, records: list[dict]) -> dict:
     """Summarize the cells, write campaign.json, campaign.md, junit.xml and plots/; return it."""
     reports = cell_reports(out, records)
     report = summarize(meta, records, reports)
-    plots = [p.relative_to(out).as_posix() for p in write_plots(out / "plots", report)]
+    report["localization"] = localization.localization_rows(out, meta, records)
+    made = write_plots(out / "plots", report)
+    made.append(localization.plot(out / "plots" / "localization.png", report["localization"]))
+    plots = [p.relative_to(out).as_posix() for p in made if p is not None]
     report["plots"] = plots
     (out / "campaign.json").write_text(json.dumps(report, indent=2) + "\n")
     (out / "campaign.md").write_text(markdown(report, plots))

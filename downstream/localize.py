@@ -30,6 +30,7 @@ class LocalizeConfig:
     deskew: bool = True
     segment_m: float = 100.0
     force: bool = False
+    write: bool = True  # into `out`, or RUN/localization/ when out is None
 
 
 def _lidar(spec: Spec, name: str | None, run_dir: Path) -> str:
@@ -58,7 +59,7 @@ def _odometry(cfg: LocalizeConfig, s: LidarSpec) -> LidarOdometry:
 
 
 def localize(cfg: LocalizeConfig) -> dict:
-    """Run the odometry on the run's lidar, evaluate it, and (with cfg.out) write the result."""
+    """Run the odometry on the run's lidar, evaluate it, and write the result (cfg.write)."""
     from simconform.verify.verifier import load_manifest
 
     run_dir = Path(cfg.run_dir)
@@ -94,10 +95,12 @@ def localize(cfg: LocalizeConfig) -> dict:
 
     ev = evaluate(est, truth.at(t), t, cfg.segment_m)
     report = _report(cfg, spec, name, ev, len(poses), timed, manifest)
-    if cfg.out is not None:
+    if cfg.write:
         from simconform.downstream.write import write_localization
 
-        write_localization(Path(cfg.out), cfg.force, report, ev, est, truth.at(t), t)
+        out = None if cfg.out is None else Path(cfg.out)
+        where = write_localization(out, run_dir, cfg.force, report, ev, est, truth.at(t), t)
+        report["written_to"] = str(where)
     return report
 
 

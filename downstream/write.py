@@ -9,7 +9,7 @@ import numpy as np
 
 from simconform.downstream.evaluate import Evaluation
 from simconform.frames import Pose
-from simconform.outdir import claim, io_error
+from simconform.outdir import claim, io_error, update
 
 FILES = ("localization.json", "localization.md", "trajectory.png", "ape_over_time.png")
 
@@ -87,14 +87,29 @@ def plots(out: Path, ev: Evaluation, est: Pose, truth: Pose, t_ns: np.ndarray) -
     plt.close(fig)
 
 
+IN_RUN = "localization"  # RUN/localization/ when no --out is given
+
+
 def write_localization(
-    out: Path, force: bool, report: dict, ev: Evaluation, est: Pose, truth: Pose, t_ns
-) -> None:
+    out: Path | None, run_dir: Path, force: bool, report: dict, ev: Evaluation, est, truth, t_ns
+) -> Path:
+    """Into `out` (a folder of its own, claimed), or with None into RUN/localization/, declared
+    among the run's outputs (so `run --force` and campaigns replace it like the report)."""
+    if out is None:
+        with update(run_dir, "run") as owned:
+            owned.declare(IN_RUN + "/")
+            return _write(run_dir / IN_RUN, report, ev, est, truth, t_ns)
     with claim(out, "localize", force) as owned:
         owned.declare(*FILES)
-        try:
-            (out / "localization.json").write_text(dumps(report))
-            (out / "localization.md").write_text(markdown(report))
-            plots(out, ev, est, truth, t_ns)
-        except OSError as exc:
-            raise io_error(out, exc) or exc from None
+        return _write(out, report, ev, est, truth, t_ns)
+
+
+def _write(out: Path, report: dict, ev: Evaluation, est: Pose, truth: Pose, t_ns) -> Path:
+    try:
+        out.mkdir(exist_ok=True)
+        (out / "localization.json").write_text(dumps(report))
+        (out / "localization.md").write_text(markdown(report))
+        plots(out, ev, est, truth, t_ns)
+    except OSError as exc:
+        raise io_error(out, exc) or exc from None
+    return out

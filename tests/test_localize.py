@@ -79,7 +79,8 @@ def street_world() -> dict:
 
 
 @pytest.fixture(scope="module")
-def street_run(tmp_path_factory) -> Path:
+def street(tmp_path_factory) -> Path:
+    """street.yaml, street.tum and lidar.yaml (the rover's lidar alone) in one folder."""
     d = tmp_path_factory.mktemp("street")
     world = write_yaml(d / "street.yaml", street_world())
     # from rest (as a drive starts; KISS-ICP's constant-velocity prediction starts at zero
@@ -90,10 +91,17 @@ def street_run(tmp_path_factory) -> Path:
     (d / "street.tum").write_text("".join(f"{a:.3f} {b:.4f} {c:.4f}\n" for a, b, c in path))
     spec = yaml.safe_load((ROOT / "sensors_spec" / "rover_core.yaml").read_text())
     spec["sensors"] = {"lidar": spec["sensors"]["lidar"]}
-    spec_path = write_yaml(d / "lidar.yaml", spec)
+    write_yaml(d / "lidar.yaml", spec)
+    assert world.exists()
+    return d
+
+
+@pytest.fixture(scope="module")
+def street_run(street: Path) -> Path:
+    d = street
     out = d / "run"
     res = cli(
-        "run", "--spec", str(spec_path), "--world", str(world), "--trajectory",
+        "run", "--spec", str(d / "lidar.yaml"), "--world", str(d / "street.yaml"), "--trajectory",
         str(d / "street.tum"), "--duration", "12", "--out", str(out),
     )  # fmt: skip
     assert res.returncode in (0, 1), res.stderr
@@ -145,3 +153,35 @@ def test_bad_input_is_one_message(tmp_path: Path) -> None:
     write_yaml(bad, {**spec, "localization": {"ape_rmse_m": -1}})
     res = cli("run", "--spec", str(bad), "--dry-run")
     assert res.returncode == 2 and "localization.ape_rmse_m" in res.stderr, res.stderr
+
+
+def test_campaign_localizes_every_cell_and_plots_ape_against_the_variants(street: Path) -> None:
+    """`localize: true`: each cell holds localization/, the campaign a row per variant with
+    the APE across seeds (mean, Student-t CI) and plots/localization.png. Default --jobs."""
+    campaign = write_yaml(
+        street / "noise.yaml",
+        {
+            "spec": "lidar.yaml",
+            "seeds": [1, 2],
+            "variants": {"nominal": {}, "noise3x": {"noise_scale": 3.0}},
+            "worlds": [{"world": "street.yaml", "trajectory": "street.tum"}],
+            "duration": 6.0,
+            "localize": True,
+        },
+    )
+    out = street / "campaign"
+    res = cli("campaign", str(campaign), "--out", str(out), timeout=900)
+    assert res.returncode in (0, 1), res.stdout + res.stderr
+    report = json.loads((out / "campaign.json").read_text())
+    rows = report["localization"]
+    assert [r["variant"] for r in rows] == ["nominal", "noise3x"]
+    for r in rows:
+        assert r["cells"] == 2 and len(r["per_seed"]) == 2
+        lo, hi = r["ape_rmse_m"]["ci"]
+        assert lo <= r["ape_rmse_m"]["mean"] <= hi
+        ape = [c["ape_rmse_m"] for c in r["per_seed"]]
+        assert r["ape_rmse_m"]["mean"] == pytest.approx(np.mean(ape))
+    assert "## Localization over seeds" in (out / "campaign.md").read_text()
+    assert (out / "plots" / "localization.png").stat().st_size > 5_000
+    cell = out / "cells" / "reference-s1-noise3x-street"
+    assert json.loads((cell / "localization" / "localization.json").read_text())["sweeps"] > 50

@@ -16,8 +16,12 @@ def localize_command(
         Path, typer.Argument(help="A run folder (simconform run or replay).", metavar="RUN_DIR")
     ],
     out: Annotated[
-        Path, typer.Option(help="Folder for localization.json, localization.md and plots.")
-    ],
+        Path | None,
+        typer.Option(
+            help="Folder for localization.json, localization.md and plots "
+            "(default: RUN_DIR/localization/, which the run's report then shows)."
+        ),
+    ] = None,
     sensor: Annotated[
         str | None, typer.Option(help="The lidar to use (default: the spec's only lidar).")
     ] = None,
@@ -46,5 +50,5 @@ def localize_command(
         f"{r['path_length_m']:.1f} m ({r['drift_pct']:.3g} %), RPE {rpe} per "
         f"{r['rpe_segment_m'] or 0:g} m; verdict {r['verdict']}"
     )
-    c.print(f"wrote {out / 'localization.md'}")
+    c.print(f"wrote {r['written_to']}/localization.md")
     raise typer.Exit(1 if r["verdict"] == "FAIL" else 0)
