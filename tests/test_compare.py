@@ -18,7 +18,7 @@ from rosbags.highlevel import AnyReader
 from rosbags.rosbag2 import StoragePlugin, Writer
 from typer.testing import CliRunner
 
-from conftest import demo_spec, write_yaml
+from conftest import cli, demo_spec, write_yaml
 from simconform.bag.messages import CLOUD_DTYPE, TYPESTORE, serialize
 from simconform.cli import app
 from simconform.errors import UserError
@@ -67,7 +67,11 @@ def _edit_manifest(src: Path, dst: Path, edit) -> Path:
 
 def test_rerun_compares_exactly_equal_and_passes(runs, tmp_path) -> None:
     out = tmp_path / "cmp"
-    res = CliRunner().invoke(app, ["compare", str(runs["a"]), str(runs["a2"]), "--out", str(out)])
+    res = cli("compare", str(runs["a"]), str(runs["a2"]), "--out", str(out))
+    assert res.stderr == "", res.stderr  # no library warnings (scipy's KS fallback was one)
+    res = CliRunner().invoke(
+        app, ["compare", str(runs["a"]), str(runs["a2"]), "--out", str(out), "--force"]
+    )
     assert res.exit_code == 0, res.output
     assert "verdict: PASS" in res.output
     report = json.loads((out / "compare.json").read_text())
@@ -94,6 +98,11 @@ def test_rerun_compares_exactly_equal_and_passes(runs, tmp_path) -> None:
     assert ks["ks_p"] == 1.0 and ks["ad_p"] >= 0.25  # identical samples (scipy caps at 0.25)
     for f in ("compare.md", "junit.xml", "lidar_disagreement.png", "camera_worst_frame.png"):
         assert (out / f).is_file(), f
+    # full agreement draws as white paper, not as a black field that reads as a broken plot
+    from PIL import Image
+
+    img = np.asarray(Image.open(out / "lidar_disagreement.png").convert("L"), dtype=float)
+    assert img[:, : img.shape[1] // 2].mean() > 200
     cases = ET.parse(out / "junit.xml").getroot().iter("testcase")
     n_metrics = sum(len(s) for part in ("truth", "published") for s in report[part].values())
     assert len(list(cases)) == n_metrics

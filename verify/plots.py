@@ -119,16 +119,20 @@ def ray_map_figure(rate: np.ndarray, title: str):
         1, 2, figsize=(13, 3.8), gridspec_kw={"width_ratios": [2.2, 1]}, squeeze=False
     )
     ax = axes[0, 0]
+    # 0 is white: a ray that never disagrees (or never drops) is empty paper, not a black field
+    # that reads as a failed plot
     im = ax.imshow(
         rate,
         origin="lower",
         aspect="auto",
-        cmap="magma",
+        cmap="magma_r",
         vmin=0,
-        vmax=max(float(rate.max()), 1e-9),
+        vmax=float(rate.max()) if np.any(rate) else 1.0,
         extent=(0, 360, -0.5, rings - 0.5),
         interpolation="nearest",
     )
+    if not np.any(rate):
+        ax.text(180, (rings - 1) / 2, "0 on every ray", ha="center", va="center", fontsize=12)
     ax.set_xlabel(f"azimuth (deg, {cols} columns, counter-clockwise from x)")
     ax.set_ylabel("ring (0 = lowest beam)")
     ax.set_title(title)

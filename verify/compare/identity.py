@@ -86,6 +86,13 @@ def _identity(m: dict, key: str) -> Any:
         from simconform.trajectory import run_interpolation
 
         return run_interpolation(m)
+    if key == "spec_content" and isinstance(m.get(key), dict):
+        # with every default filled in: a run made before a spec field existed (its run.json
+        # lacks the key) has the same spec as one made after that wrote the default
+        try:
+            return Spec.model_validate(m[key]).model_dump(mode="json")
+        except ValidationError:
+            return m[key]  # spec_and_origin names what is wrong with it
     return m.get(key)
 
 

@@ -36,6 +36,8 @@ def lidar_plot(path: Path, sensor: str, diff) -> Path | None:
             d = np.random.default_rng(0).choice(d, MAX_HIST, replace=False)
         ax.hist(d * 1e3, bins=80, color="#8fb8de")
         ax.set_yscale("log")
+    else:
+        ax.text(0.5, 0.5, "no ray hit in both runs", ha="center", transform=ax.transAxes)
     ax.set_xlabel("range B - A (mm), rays where both hit")
     ax.set_title("range difference")
     fig.tight_layout()
