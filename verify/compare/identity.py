@@ -107,8 +107,8 @@ def _check_replay_comparable(dir_a: Path, a: dict, dir_b: Path, b: dict) -> None
             vb,
             f"expected {_short(va)}: a replay run is compared with a run of the same world",
         )
-    theirs = (other.get("spec_content") or {}).get("sensors", {})
-    for name, s in ((rep.get("spec_content") or {}).get("sensors") or {}).items():
+    theirs = (_identity(other, "spec_content") or {}).get("sensors", {})
+    for name, s in ((_identity(rep, "spec_content") or {}).get("sensors") or {}).items():
         diff = _first_difference(theirs.get(name), s, f"spec_content.sensors.{name}")
         if diff is not None:
             where, va, vb = diff
