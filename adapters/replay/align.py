@@ -8,21 +8,29 @@ range_std (0.5 ms late poses: range_std 0.066 m for a 0.03 m sensor in tests/tes
 
 The offset d is pose-stream time minus sensor stamp: the capture stamped t happened at pose time
 t + d (a pose stream 2 ms late has d = +2 ms), so truth is recomputed from the motion shifted by
-d (motion.Shifted). It is estimated per sensor, by minimising over a bracket of offsets:
+d (motion.Shifted). Per sensor, d is the least-squares fit of a linearised model, iterated
+(Gauss-Newton): residual(d) ~ residual(d0) - derivative x (d - d0), the derivative by central
+differences of the truth at d0 +- 0.5 ms, restricted to the bracket +- twice the latency
+tolerance (at least 5 ms):
 
-- lidar: a robust range residual (|published| - |truth| per ray, centred by its median and
-  truncated at 5 robust sigmas, so an edge ray that hits the wrong surface counts once) over a
-  sample of scans, with truth cast by the reference ray caster at each candidate offset;
-- IMU: the squared difference between measured and pose-derived angular rates (each axis'
-  mean removed, so a gyro bias does not pull it): a cross-correlation of the two rate signals.
+- lidar: over up to 32 scans spread over the bag, the along-ray residual (published minus true
+  point, as the verifier measures range) of the rays whose true point moves smoothly with d;
+  edge and grazing rays, whose truth jumps to another surface, carry no usable slope and are
+  left out, as are residuals beyond 5 robust sigmas. Truth is cast by the reference backend.
+- IMU: angular rate and specific force, measured minus derived from the poses, in units of the
+  spec's sigmas, each axis' mean removed (a bias does not pull): the least-squares
+  cross-correlation of the two signals, refined below the sample period. Specific force
+  carries d through gravity turning with roll and pitch.
 
-The bracket is twice the sensor's latency tolerance (at least 5 ms), searched on a grid that
-zooms in around its minimum until its step is below 10 us. The confidence interval is a
-percentile bootstrap over scans (lidar) or over blocks of consecutive samples (IMU): each
-resample's minimum over every offset evaluated. The offset is judged by the verifier
-(`time_offset_ms`) against the spec's latency tolerance, max(latency_rel x fixed_ms,
-latency_abs_ms): a capture stamped d late or early makes every latency measured from stamps
-wrong by d. Other sensors, and truth recorded in the bag, are not estimated.
+Residuals are centred per scan (lidar: a range bias does not pull either). The interval is
+Student-t with a cluster-robust (sandwich) variance over scans, or over 20 blocks of
+consecutive IMU samples, so errors correlated inside a scan or a block do not narrow it. An
+estimate whose interval is wider than the tolerance is reported but not applied (it would
+shift truth by noise). The verifier judges d (`time_offset_ms`) against the spec's latency
+tolerance, max(latency_rel x fixed_ms, latency_abs_ms): a capture stamped d away from its
+instant makes every latency measured from the stamps wrong by d. GNSS and odometry are not
+estimated (their offset moves truth by millimetres against noise of decimetres), nor is truth
+recorded in the bag (mode "off").
 """
 
 from __future__ import annotations
@@ -78,7 +86,8 @@ class Alignment:
     bracket_ms: tuple[float, float] | None = None
     samples: int = 0
     rays_or_values: int = 0
-    rms_before: float | None = None  # residual rms at offset 0 and at the estimate
+    rms_before: float | None = None  # residual rms at offset 0 and at the estimate (lidar:
+    # m, centred per scan; IMU: in units of the spec's sigmas)
     rms_after: float | None = None
     note: str | None = None
 
@@ -166,8 +175,9 @@ def _estimate(job: Scan, sn: Sensor, tol_ms: float, level: float) -> Alignment:
     d, first_cost, groups = 0.0, None, []
     for _ in range(MAX_ITER):
         groups = lin(round(d))
-        if first_cost is None:
-            first_cost = sum(float(e @ e) for e, _g in groups)
+        if first_cost is None:  # residual rms at the stamps as given
+            n0 = max(1, sum(len(e) for e, _g in groups))
+            first_cost = sum(float(e @ e) for e, _g in groups) / n0
         sgg = sum(float(g @ g) for _e, g in groups)
         if sgg == 0 or len(groups) < 2:
             return Alignment(
@@ -202,7 +212,7 @@ def _estimate(job: Scan, sn: Sensor, tol_ms: float, level: float) -> Alignment:
         bracket_ms=(-half / 1e6, half / 1e6),
         samples=k,
         rays_or_values=int(sum(len(e) for e, _g in groups)),
-        rms_before=float(np.sqrt(first_cost / max(1, sum(len(e) for e, _g in groups)))),
+        rms_before=float(np.sqrt(first_cost)),
         rms_after=float(np.sqrt(sum(float(x @ x) for x in u) / max(1, sum(len(x) for x in u)))),
     )
     notes = []
