@@ -1,7 +1,8 @@
 """`simconform replay`: validate everything, then build the run folder and move it into place.
 
 The bag is read twice: a scan validates everything before DIR exists (bad input is one
-UserError, nothing written), then, with DIR locked (simconform.outdir.claim), the run is built
+UserError, nothing written), the sensors' time offsets are estimated (align.py, a partial
+third read), then, with DIR locked (simconform.outdir.claim), the run is built
 in DIR/.simconform/building-*/ and moved into place; a replay killed meanwhile leaves only that
 folder, inside DIR, which the next claim of DIR removes.
 """

@@ -4,7 +4,8 @@ Published messages are re-recorded with the source's log (receive) time, so late
 time - header.stamp as in our runs; clouds are re-organized into the spec's rings x columns
 in the sensor frame. Truth, from the bag's truth topics or recomputed, is logged at its
 capture stamp on /truth/<spec topic>; /tf carries the ground-truth motion, gt/ its poses,
-and run.json the replay's own section (source, pairing quality, warnings).
+and run.json the replay's own section (source, provenance with hashes, time alignment, pairing
+quality, warnings).
 """
 
 from __future__ import annotations
