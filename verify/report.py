@@ -103,7 +103,9 @@ def provenance_lines(prov: dict | None) -> list[str]:
     lines = [
         f"source bag `{b['path']}` ({b['format']}, {b['bytes']} bytes{span}), SHA-256 {b['sha256']}"
     ]
-    lines += [f"{k} `{prov[k]['path']}`, SHA-256 {prov[k]['sha256']}" for k in ("map", "spec")]
+    lines += [
+        f"{k} `{prov[k]['path']}`, SHA-256 {prov[k]['sha256']}" for k in ("map", "spec", "world")
+    ]
     lines.append(f"truth: {t['mode']}: {t['what']}, SHA-256 {t['sha256']}")
     return lines
 

@@ -99,9 +99,14 @@ def _replay(cfg, confidence: float) -> None:
     for name, a in (sec.get("alignment") or {}).items():
         if a["mode"] == "estimated":
             lo, hi = a["ci_ms"]
+            done = (
+                "compensated in truth"
+                if a["applied_ms"]
+                else "not compensated (interval wider than the tolerance)"
+            )
             err.print(
                 f"  {name}: time offset {a['offset_ms']:+.3g} ms [{lo:+.3g}, {hi:+.3g}] "
-                f"(pose stream minus stamp), compensated in truth"
+                f"(pose stream minus stamp), {done}"
             )
     for w in sec["warnings"]:
         err.print(f"[yellow]warning[/]: {w}")
