@@ -58,3 +58,26 @@ def test_cloud_in_the_other_frame_gets_the_points_frame_fix(
     assert "rings/columns" not in warnings[0]
     run = json.loads((tmp_path / "o" / "run.json").read_text())
     assert run["replay"]["warnings"] == res.replay["warnings"]
+
+
+def test_pairing_residual_mean_and_rms_are_over_the_paired_points() -> None:
+    """Of two points on one ray only the closer is paired; the summary's mean and RMS are over
+    the paired points' residuals (they were divided by paired + duplicates)."""
+    import numpy as np
+
+    from simconform.adapters.replay.pairing import PairStats, RayGrid, pair_by_direction
+    from simconform.spec import Spec
+
+    s = Spec.model_validate(tr.SPEC).sensors["lidar"]
+    grid = RayGrid(s.directions(), s.rings.elevations())
+    rays = s.directions()[3, 10:30]
+    tilt = np.deg2rad(0.2)  # off the ray in elevation, within half a bin
+    near = rays + np.c_[np.zeros((20, 2)), np.full(20, tilt)]
+    far = rays + np.c_[np.zeros((20, 2)), np.full(20, 2 * tilt)]
+    pts = 10 * np.concatenate([near / np.linalg.norm(near, axis=1)[:, None], far])
+    st = PairStats("direction")
+    pair_by_direction(pts, np.zeros(len(pts)), grid, st)
+    assert (st.paired, st.duplicates) == (20, 20)
+    res = st.summary(30 / 7, 2.0)["residual_deg"]
+    assert res["mean"] == pytest.approx(res["p50"], rel=1e-3)  # all paired residuals equal
+    assert res["rms"] == pytest.approx(res["mean"], rel=1e-3)
