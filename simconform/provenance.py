@@ -58,3 +58,23 @@ def output_digests(run_dir: Path, folders: tuple[str, ...] = RECORDED) -> dict[s
                 "bytes": f.stat().st_size,
             }
     return out
+
+
+def path_digest(path: Path) -> dict:
+    """Absolute path, size and SHA-256 of an input file, or of a folder (a rosbag2 folder):
+    its files' sizes summed, and the SHA-256 of their sorted "relative-path sha256" lines,
+    each file also listed, so one changed file changes the folder's hash."""
+    path = Path(path)
+    if not path.is_dir():
+        return {"path": str(path.resolve()), "bytes": path.stat().st_size, "sha256": sha256(path)}
+    files = {
+        f.relative_to(path).as_posix(): {"sha256": sha256(f), "bytes": f.stat().st_size}
+        for f in sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+    }
+    lines = "".join(f"{k} {v['sha256']}\n" for k, v in files.items())
+    return {
+        "path": str(path.resolve()),
+        "bytes": sum(v["bytes"] for v in files.values()),
+        "sha256": hashlib.sha256(lines.encode()).hexdigest(),
+        "files": files,
+    }

@@ -73,6 +73,7 @@ def header_lines(report: dict) -> list[str]:
         f"confidence {report['confidence']:g}",
         f"spec `{r['spec']}`, world `{r['world']}`, trajectory `{r['trajectory']}`",
     ]
+    lines += provenance_lines(r.get("provenance"))
     integ = r.get("integrity") or {}
     scope = integ.get("scope", "whole run")
     if not r["complete"] and scope == "whole run":
@@ -90,6 +91,22 @@ def header_lines(report: dict) -> list[str]:
         )
         lines += integ.get("findings", [])
     lines += engine_noise_lines(report)
+    return lines
+
+
+def provenance_lines(prov: dict | None) -> list[str]:
+    """Replay: the source bag, map, spec, world and truth the verdict comes from, with hashes."""
+    if not prov:
+        return []
+    b, t = prov["bag"], prov["truth"]
+    span = f", {b['duration_s']:g} s of log time" if b.get("duration_s") is not None else ""
+    lines = [
+        f"source bag `{b['path']}` ({b['format']}, {b['bytes']} bytes{span}), SHA-256 {b['sha256']}"
+    ]
+    lines += [
+        f"{k} `{prov[k]['path']}`, SHA-256 {prov[k]['sha256']}" for k in ("map", "spec", "world")
+    ]
+    lines.append(f"truth: {t['mode']}: {t['what']}, SHA-256 {t['sha256']}")
     return lines
 
 

@@ -17,6 +17,7 @@ from simconform.errors import UserError, from_validation
 from simconform.spec import Spec
 from simconform.verify import stats
 from simconform.verify import tolerances as tl
+from simconform.verify.accumulator import metric, not_applicable
 from simconform.verify.integrity import check_run, run_state
 from simconform.verify.metrics import make_accumulator
 from simconform.verify.pairing import BagSummary, Pair, stream_pairs
@@ -108,6 +109,7 @@ def verify_run(run_dir: Path, level: float = 0.95, write: bool = True) -> dict:
             sensors[name]["excluded"] = found.excluded[name]
     _normality_verdicts(sensors, level)
     _engine_noise_verdicts(sensors, manifest)
+    _time_offset_metrics(sensors, manifest)
     report = {
         "run": {
             "backend": manifest["backend"],
@@ -129,6 +131,7 @@ def verify_run(run_dir: Path, level: float = 0.95, write: bool = True) -> dict:
             "planned_duration_s": (manifest["end_ns"] - manifest["start_ns"]) / 1e9,
             "simconform": manifest.get("simconform"),
             "git_commit": manifest.get("git_commit"),
+            "provenance": (manifest.get("replay") or {}).get("provenance"),
         },
         "confidence": level,
         "sensors": sensors,
@@ -176,6 +179,40 @@ def _normality_verdicts(sensors: dict, level: float) -> None:
         m["verdict"] = "pass" if (m["p_value"] is not None and m["p_value"] >= alpha) else "fail"
         m["alpha"] = alpha
         m.pop("field", None)
+
+
+def _time_offset_metrics(sensors: dict, manifest: dict) -> None:
+    """Replay: each sensor's offset against the pose stream (adapters/replay/align.py), judged
+    against the latency tolerance (a stamp that far from the capture instant makes every
+    latency wrong by as much). Truth was recomputed with the offset compensated."""
+    for name, a in ((manifest.get("replay") or {}).get("alignment") or {}).items():
+        if name not in sensors or a.get("offset_ms") is None:
+            continue
+        tol, d = a["tolerance_ms"], a["offset_ms"]
+        if a["mode"] == "fixed":
+            sensors[name]["metrics"]["time_offset_ms"] = not_applicable(
+                f"{d:+g} ms given by --time-offset and compensated, not measured", "ms"
+            )
+            continue
+        est = stats.Estimate(d, tuple(a["ci_ms"]), a["samples"] or 1, a["level"])
+        m = metric(est, 0.0, (-tol, tol), "ms")
+        m["note"] = (
+            f"pose-stream time minus stamp, estimated from {a['method']}; truth recomputed "
+            f"with {a['applied_ms']:+.3g} ms"
+        )
+        if m["verdict"] == "fail":
+            early = "earlier" if d > 0 else "later"
+            m["note"] += (
+                f"; FAIL: the sensor's stamps are {abs(d):.3g} ms {early} than the pose "
+                f"stream's time of the same instant (or the pose stream is stamped {abs(d):.3g} "
+                f"ms {'late' if d > 0 else 'early'}), beyond the latency tolerance +-{tol:g} ms, "
+                "so latency measured from these stamps is off by as much; the other metrics "
+                "are judged with the offset compensated. Fix the stamping; if the offset is the "
+                "pose stream's own and known, pass --time-offset (compensated, not judged)"
+            )
+        if a.get("note"):
+            m["note"] += f"; {a['note']}"
+        sensors[name]["metrics"]["time_offset_ms"] = m
 
 
 # metrics measuring the noise itself, per sensor type (the rest: dropout, latency, rate)

@@ -15,16 +15,19 @@ run.json's `data_gaps` lists it (and the span after a cut file's last message) f
 
 Where things are, in the order a replay runs:
 
-- session: `replay(ReplayConfig)` -> ReplayResult: validate, scan, write into a temporary
-  folder next to DIR, move it into place
+- session: `replay(ReplayConfig)` -> ReplayResult: validate, scan, align, write into a
+  temporary folder next to DIR, move it into place
 - map: the topic map (MAP.yaml) models, `load_map`, `check_against_spec`, axis conventions
 - state: ReplayConfig, ReplayResult, and Sensor (one mapped sensor's stamps and counts)
 - scan: Scan, the first pass (validation, reading, ground-truth motion, capture plan)
-- motion: PoseStream, the interpolated ground-truth motion
+- motion: PoseStream, the interpolated ground-truth motion (and Shifted: on a sensor's clock)
+- align: each lidar's and IMU's time offset against the pose stream, estimated with its CI
+  between the two passes (or fixed, or off); truth is recomputed with it compensated
 - write: Replay(Scan), the second pass (bag, gt/, run.json)
 - truth: truth recomputed with the reference backend (Recompute, TruthFeed), gt/ files
 - convert: source messages in our types (`to_ours`), clouds onto the spec's rays
 - pairing: PairStats, RayGrid, pair_by_direction, index_residuals
+- hints: the fix named in two errors (the tf pairs a bag has; the points_frame a cloud is in)
 - backend: ReplayBackend, the registry's "replay" entry (points `run` to `replay`)
 """
 

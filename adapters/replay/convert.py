@@ -7,8 +7,7 @@ from typing import Any
 import numpy as np
 from rosbags.typesys.base import Nodetype
 
-from simconform.adapters.base import LidarTruth
-from simconform.adapters.replay.motion import PoseStream
+from simconform.adapters.base import LidarTruth, Motion
 from simconform.adapters.replay.pairing import RayGrid, index_residuals, pair_by_direction
 from simconform.adapters.replay.state import Sensor
 from simconform.bag import messages
@@ -56,7 +55,7 @@ def truth_cloud(sn: Sensor, msg: Any) -> LidarTruth:
 
 
 def published_cloud(
-    sn: Sensor, msg: Any, st: int, grid: RayGrid | None, motion: PoseStream | None
+    sn: Sensor, msg: Any, st: int, grid: RayGrid | None, motion: Motion | None
 ) -> Any:
     """A published cloud in our layout: moved into the sensor frame where the map says its
     points are in the world frame, and organized onto the spec's rays (by index or by

@@ -33,3 +33,21 @@ class PoseStream:
             raise ValueError(f"time outside ground truth [{self.start_ns}, {self.end_ns}] ns")
         rel = (t - self.start_ns) * 1e-9
         return Pose(np.asarray(self._pos(rel)), self._rot(rel))
+
+    def shifted(self, offset_ns: int) -> PoseStream | Shifted:
+        """The motion on a sensor's clock whose capture at stamp t happened at pose-stream
+        time t + offset_ns (see align.py); itself for no offset."""
+        return self if offset_ns == 0 else Shifted(self, offset_ns)
+
+
+class Shifted:
+    """A PoseStream read on another clock: pose_at(t) is the stream's pose at t + offset_ns
+    (a pose stream late by d ms against a sensor has offset +d ms)."""
+
+    def __init__(self, base: PoseStream, offset_ns: int) -> None:
+        self.base, self.offset_ns = base, int(offset_ns)
+        self.start_ns = base.start_ns - self.offset_ns
+        self.end_ns = base.end_ns - self.offset_ns
+
+    def pose_at(self, t_ns: int | np.ndarray) -> Pose:
+        return self.base.pose_at(np.asarray(t_ns, dtype=np.int64) + self.offset_ns)

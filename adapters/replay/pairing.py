@@ -50,7 +50,7 @@ class PairStats:
 
     def summary(self, ring_bin_deg: float | None, column_bin_deg: float) -> dict:
         finite = self.received - self.nonfinite
-        judged = self.paired + self.duplicates
+        judged = self.paired  # residuals are added for paired points only (not duplicates)
         res = np.concatenate(self._kept) if self._kept else np.zeros(0)
         deg = float(np.rad2deg(1.0))
 

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from scipy.spatial.transform import Rotation
 
+from simconform.adapters.replay.hints import tf_pairs
 from simconform.adapters.replay.map import (
     POSE_TYPES,
     SENSOR_TYPES,
@@ -302,8 +303,13 @@ class Scan:
                 if isinstance(self.gt, TfPose)
                 else "ego poses"
             )
+            have = tf_pairs(self.src, [topic, "/tf", "/tf_static"]) if "->" in what else ""
             raise UserError(
-                self.bag_path, topic, len(poses), f"expected at least 2 ground-truth {what}"
+                self.bag_path,
+                topic,
+                len(poses),
+                f"expected at least 2 ground-truth {what}"
+                + (f"; the bag has {have}" if have else ""),
             )
         t = np.array([p[0] for p in poses], dtype=np.int64)
         xyz = np.array([p[1] for p in poses])

@@ -1,7 +1,8 @@
 """`simconform replay`: validate everything, then build the run folder and move it into place.
 
 The bag is read twice: a scan validates everything before DIR exists (bad input is one
-UserError, nothing written), then, with DIR locked (simconform.outdir.claim), the run is built
+UserError, nothing written), the sensors' time offsets are estimated (align.py, a partial
+third read), then, with DIR locked (simconform.outdir.claim), the run is built
 in DIR/.simconform/building-*/ and moved into place; a replay killed meanwhile leaves only that
 folder, inside DIR, which the next claim of DIR removes.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from simconform.adapters.replay.align import align, parse_offsets
 from simconform.adapters.replay.map import check_against_spec, load_map
 from simconform.adapters.replay.state import ReplayConfig, ReplayResult
 from simconform.adapters.replay.write import Replay
@@ -33,11 +35,13 @@ def replay(cfg: ReplayConfig) -> ReplayResult:
     full = load_spec(spec_path)
     world = load_world(world_path)
     check_against_spec(m, full, cfg.map)
+    fixed = parse_offsets(cfg.time_offsets, list(m.sensors))
     check_target(cfg.out, "run", cfg.force)  # the same rules as the claim below, writing nothing
     src = SourceBag(Path(cfg.bag))
     try:
         job = Replay(cfg, m, full, world, Path(spec_path), Path(world_path), src)
         job.scan()
+        job.alignment = align(job, "auto" if cfg.align else "off", fixed, cfg.level)
         # locked for the whole write; an old run (--force) stays until the new one is built
         with claim(cfg.out, "run", cfg.force, clear=False) as out:
             tmp = out.building()  # inside DIR/.simconform: nothing is left next to DIR

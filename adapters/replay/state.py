@@ -24,6 +24,9 @@ class ReplayConfig:
     world: Path | None = None
     spec: Path | None = None
     force: bool = False
+    align: bool = True  # estimate each sensor's time offset against the pose stream (align.py)
+    time_offsets: list[str] = field(default_factory=list)  # --time-offset: MS or SENSOR=MS
+    level: float = 0.95  # of the offsets' intervals
 
 
 @dataclass
@@ -63,6 +66,7 @@ class Sensor:
     published: int = 0
     stats: PairStats | None = None
     pending: dict[int, RayGrid] = field(default_factory=dict)
+    offset_ns: int = 0  # pose-stream time of a capture minus its stamp (align.py)
 
     @property
     def is_lidar(self) -> bool:
@@ -76,7 +80,8 @@ class Sensor:
         elif isinstance(self.s, ImuSpec):
             h = round(1e9 / self.s.rate_hz)
             lo, hi = t - h, t + h
-        return motion.start_ns <= lo and hi <= motion.end_ns
+        d = self.offset_ns
+        return motion.start_ns <= lo + d and hi + d <= motion.end_ns
 
 
 def sec(t_ns: int) -> str:

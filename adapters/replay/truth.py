@@ -67,7 +67,7 @@ class Recompute:
             if not sn.is_lidar:
                 need = sorted(sn.kept | {m for v in sn.missing_after.values() for m in v})
                 self.feeds[sn.name] = TruthFeed(
-                    self.backend, sn.name, np.array(need, np.int64), motion
+                    self.backend, sn.name, np.array(need, np.int64), motion.shifted(sn.offset_ns)
                 )
         self.prev_odom: dict[str, OdomTruth] = {}  # the previous odometry truth per sensor
 
@@ -76,7 +76,7 @@ class Recompute:
         cloud with)."""
         s = sn.s
         if isinstance(s, LidarSpec):
-            lt = self.backend.capture(sn.name, t, self.motion)
+            lt = self.backend.capture(sn.name, t, self.motion.shifted(sn.offset_ns))
             grid = RayGrid.from_truth(lt.points, lt.directions, s.rings.elevations())
             return messages.cloud(lt, t, sn.frame), grid
         sample = self.feeds[sn.name].get(t)
@@ -107,10 +107,11 @@ def write_gt(gt_dir: Path, motion: PoseStream, sensors: list[Sensor]) -> None:
         w.write(int(t), p, qq)
     w.close()
     for sn in sensors:
-        t = np.array(sorted(x for x in sn.captures if m.start_ns <= x <= m.end_ns), np.int64)
+        ms = m.shifted(sn.offset_ns)  # on the sensor's clock
+        t = np.array(sorted(x for x in sn.captures if ms.start_ns <= x <= ms.end_ns), np.int64)
         w = TumWriter(gt_dir / f"{sn.name}.tum")
         if len(t):
-            poses = m.pose_at(t).compose(sn.mount)
+            poses = ms.pose_at(t).compose(sn.mount)
             for tt, p, qq in zip(t, poses.t, poses.quat()):
                 w.write(int(tt), p, qq)
         w.close()

@@ -4,13 +4,15 @@ Published messages are re-recorded with the source's log (receive) time, so late
 time - header.stamp as in our runs; clouds are re-organized into the spec's rings x columns
 in the sensor frame. Truth, from the bag's truth topics or recomputed, is logged at its
 capture stamp on /truth/<spec topic>; /tf carries the ground-truth motion, gt/ its poses,
-and run.json the replay's own section (source, pairing quality, warnings).
+and run.json the replay's own section (source, provenance with hashes, time alignment, pairing
+quality, warnings).
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ import numpy as np
 
 from simconform import __version__
 from simconform.adapters.replay.convert import published_cloud, to_ours, truth_cloud
+from simconform.adapters.replay.hints import frame_hint
 from simconform.adapters.replay.pairing import RayGrid
 from simconform.adapters.replay.scan import Scan
 from simconform.adapters.replay.state import ReplayResult, Sensor, sec
@@ -30,7 +33,7 @@ from simconform.errors import UserError
 from simconform.frames import Pose
 from simconform.outdir import write_json_atomic
 from simconform.progress import progress_bar
-from simconform.provenance import git_commit, sha256
+from simconform.provenance import git_commit, path_digest, sha256
 
 CLOCK_WARN_S = 60.0  # |log time - stamp| beyond this: the bag's clocks are not comparable
 
@@ -39,11 +42,13 @@ class Replay(Scan):
     """A scanned replay that writes its run folder (`write`, into a folder that exists)."""
 
     recompute: Recompute | None = None
+    alignment: dict | None = None  # sensor -> align.Alignment.as_dict(), set before write
 
     # ----------------------------------------------------------------- pass 2
 
     def write(self, out: Path) -> ReplayResult:
         (out / "gt").mkdir()
+        self.first_cloud: dict[str, tuple] = {}  # lidar -> its first cloud, for hints.py
         self.recompute = (
             Recompute(self.world, self.spec, self.motion, self.sensors)
             if self.truth == "recompute"
@@ -171,7 +176,9 @@ class Replay(Scan):
                 del sn.pending[old]
         with self._usable(topic, sn, st):
             if sn.is_lidar:
-                out = published_cloud(sn, msg, st, grid, self.motion)
+                motion = self.motion.shifted(sn.offset_ns) if self.motion else None
+                out = published_cloud(sn, msg, st, grid, motion)
+                self.first_cloud.setdefault(sn.name, (msg, st, grid, motion))
             else:
                 out = to_ours(msg, sn.msgtype)
         bag.push(sn.out_topic, sn.msgtype, out, log_ns)
@@ -235,8 +242,7 @@ class Replay(Scan):
                 if share is not None and share > 0.05:
                     self.warnings.append(
                         f"{sn.entry.topic}: {share:.1%} of the points lie more than half a bin "
-                        "from every ray of the spec: check the spec's rings/columns"
-                        + (", or set pairing: direction" if summary["method"] == "index" else "")
+                        f"from every ray of the spec: {self._off_ray_fix(sn, summary)}"
                     )
             sensors[sn.name] = info
         gt = None
@@ -267,9 +273,65 @@ class Replay(Scan):
             "map_content": self.m.model_dump(mode="json"),
             "truth": self.truth,
             "ground_truth": gt,
+            "provenance": self._provenance(),
+            "alignment": self.alignment,
             "sensors_not_mapped": self.unmapped,
             "sensors": sensors,
             "warnings": self.warnings,
+        }
+
+    def _off_ray_fix(self, sn: Sensor, summary: dict) -> str:
+        """Points off the rays: the other points_frame where the cloud fits it, else the
+        spec's layout or the pairing."""
+        first = self.first_cloud.get(sn.name)
+        if first is not None:
+            msg, st, grid, motion = first
+            grid = grid or RayGrid(sn.s.directions(), sn.s.rings.elevations())
+            hint = frame_hint(sn, msg, st, grid, motion)
+            if hint is not None:
+                return hint
+        return "check the spec's rings/columns" + (
+            ", or set pairing: direction" if summary["method"] == "index" else ""
+        )
+
+    def _provenance(self) -> dict:
+        """What the verdict was computed from: the source bag (path, size, SHA-256, the log
+        time span of the messages judged), the map, spec and world files, and the truth."""
+        logs = [t for sn in self.sensors for t in sn.logs[:1] + sn.logs[-1:]]
+        first, last = (min(logs), max(logs)) if logs else (None, None)
+        bag = path_digest(self.bag_path) | {
+            "format": self.src.format,
+            "log_start_ns": first,
+            "log_end_ns": last,
+            "duration_s": (last - first) / 1e9 if logs else None,
+        }
+        if self.truth == "topics":
+            truth = {
+                "mode": "topics",
+                "what": "recorded /truth/<topic> messages of the source bag (its SHA-256)",
+                "topics": [sn.truth_topic for sn in self.sensors],
+                "sha256": bag["sha256"],
+            }
+        else:
+            m = self.motion
+            h = hashlib.sha256()
+            for part in (m.times_ns, m.positions, m.rotations.as_quat()):
+                h.update(np.ascontiguousarray(part).tobytes())
+            truth = {
+                "mode": "recompute",
+                "what": "recomputed by the reference backend from the world file and the "
+                "ground-truth poses (SHA-256 of the poses as read: int64 stamps, float64 "
+                "positions and x y z w quaternions, base_link in the map frame)",
+                "pose_topic": self.gt.topic,
+                "poses": len(m.times_ns),
+                "sha256": h.hexdigest(),
+            }
+        return {
+            "bag": bag,
+            "map": path_digest(Path(self.cfg.map)),
+            "spec": path_digest(self.spec_path),
+            "world": path_digest(self.world_path),
+            "truth": truth,
         }
 
     def _manifest(

@@ -40,20 +40,48 @@ def replay_command(
     force: Annotated[
         bool, typer.Option("--force", help="Replace an existing run in --out.")
     ] = False,
+    align: Annotated[
+        bool,
+        typer.Option(
+            "--align/--no-align",
+            help="Estimate each lidar's and IMU's time offset against the pose stream and "
+            "recompute truth with it compensated (docs/replay.md).",
+        ),
+    ] = True,
+    time_offset: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--time-offset",
+            help="Known offset instead of an estimate: MS (every sensor) or SENSOR=MS, "
+            "pose-stream time minus stamp; repeatable.",
+        ),
+    ] = None,
 ) -> None:
     """Re-record a foreign bag in simconform's layout with its truth, then verify it."""
+    from simconform.adapters.replay import ReplayConfig
     from simconform.outdir import session
 
     check_confidence(confidence)
     with session():  # DIR stays locked until its report is written
-        _replay(bag, map, out, world, spec, confidence, force)
+        cfg = ReplayConfig(
+            bag=bag,
+            map=map,
+            out=out,
+            world=world,
+            spec=spec,
+            force=force,
+            align=align,
+            time_offsets=list(time_offset or []),
+            level=confidence,
+        )
+        _replay(cfg, confidence)
 
 
-def _replay(bag, map, out, world, spec, confidence: float, force: bool) -> None:
-    from simconform.adapters.replay import ReplayConfig, replay
+def _replay(cfg, confidence: float) -> None:
+    from simconform.adapters.replay import replay
     from simconform.verify.verifier import verify_run
 
-    result = replay(ReplayConfig(bag=bag, map=map, out=out, world=world, spec=spec, force=force))
+    result = replay(cfg)
     sec = result.replay
     err.print(
         f"replay: {sec['source_format']} read with {sec['read_with']}, "
@@ -67,6 +95,18 @@ def _replay(bag, map, out, world, spec, confidence: float, force: bool) -> None:
                 f"  {name}: paired {p['points_paired']} points by {p['method']}, "
                 f"{p['share_beyond_half_bin']:.2%} beyond half a bin, "
                 f"residual p95 {res['p95'] or 0:.3g} deg"
+            )
+    for name, a in (sec.get("alignment") or {}).items():
+        if a["mode"] == "estimated":
+            lo, hi = a["ci_ms"]
+            done = (
+                "compensated in truth"
+                if a["applied_ms"]
+                else "not compensated (interval wider than the tolerance)"
+            )
+            err.print(
+                f"  {name}: time offset {a['offset_ms']:+.3g} ms [{lo:+.3g}, {hi:+.3g}] "
+                f"(pose stream minus stamp), {done}"
             )
     for w in sec["warnings"]:
         err.print(f"[yellow]warning[/]: {w}")
