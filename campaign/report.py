@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
-from simconform.campaign import localization
+import simconform.campaign.localization as localization
 from simconform.campaign.plots import write_plots
 from simconform.campaign.summary import NOT_RAN, VERDICTS, cell_reports, summarize
 
