@@ -14,7 +14,7 @@ import numpy as np
 import pymap3d
 
 from simconform.adapters.base import CameraTruth, GnssTruth, ImuTruth, LidarTruth, OdomTruth
-from simconform.bag import messages
+from simconform.bag import cloud, messages
 from simconform.bag.writer import BagRecorder, TumWriter
 from simconform.frames import Pose
 from simconform.pipeline.noise import se2_increment
@@ -65,14 +65,18 @@ class SensorRecorder:
         return [(pub, kind), (truth, kind)]
 
     def record(self, t_ns: int, truth, published, xyz, quat) -> None:
+        """One capture at t_ns (a lidar's sweep start). A lidar stamped at its sweep end
+        (`header_stamp: end`) is stamped, and logged, that much later: its latency counts
+        from the stamp, as a driver that publishes after the sweep."""
         self.captures += 1
         self.gt.write(t_ns, xyz, quat)
+        shift = self.s.stamp_offset_ns() if isinstance(self.s, LidarSpec) else 0
         for topic, kind, msg in self._truth_msgs(truth, t_ns):
-            self.bag.push(topic, kind, msg, t_ns)
+            self.bag.push(topic, kind, msg, t_ns + shift)
         if published.sample is not None:
             self.published += 1
             for topic, kind, msg in self._published_msgs(published.sample, t_ns):
-                self.bag.push(topic, kind, msg, published.publish_ns)
+                self.bag.push(topic, kind, msg, published.publish_ns + shift)
 
     def _truth_msgs(self, truth, t_ns: int):
         topics = self.topics()
@@ -111,7 +115,8 @@ class SensorRecorder:
     def _msg(self, sample, t_ns: int, which: str):
         s = self.s
         if isinstance(sample, LidarTruth):
-            return messages.cloud(sample, t_ns, self.frame)
+            off = s.stamp_offset_ns()
+            return cloud.cloud(sample, t_ns + off, self.frame, s.point_time, off)
         if isinstance(sample, ImuTruth):
             av = np.square(s.noise.accel.sigma)
             gv = np.square(s.noise.gyro.sigma)

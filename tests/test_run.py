@@ -66,11 +66,11 @@ def test_pointcloud_organized_with_nan_for_lost_points(short_run: Path) -> None:
     _, pub = msgs["/lidar/points"][5]
     _, truth = msgs["/truth/lidar/points"][5]
     assert (pub.height, pub.width, pub.point_step) == (16, 360, 22)
-    assert [f.name for f in pub.fields] == ["x", "y", "z", "intensity", "ring", "t"]
+    assert [f.name for f in pub.fields] == ["x", "y", "z", "intensity", "ring", "time"]
     assert pub.header.frame_id == "lidar_link" and not pub.is_dense
     p, t = cloud_arrays(pub), cloud_arrays(truth)
     assert np.array_equal(p["ring"][:, 0], np.arange(16))
-    assert np.allclose(p["t"][0], np.arange(360) / 3600.0, atol=1e-7)  # rolling shutter
+    assert np.allclose(p["time"][0], np.arange(360) / 3600.0, atol=1e-7)  # rolling shutter
     tf, pf = np.isfinite(t["x"]), np.isfinite(p["x"])
     assert not np.any(pf & ~tf)  # a no-return ray is never published
     lost = (tf & ~pf).sum() / tf.sum()
