@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from simconform.adapters.replay import pointtime
 from simconform.adapters.replay.map import (
     POSE_TYPES,
     SENSOR_TYPES,
@@ -26,6 +25,13 @@ from simconform.adapters.replay.map import (
 )
 from simconform.adapters.replay.motion import PoseStream
 from simconform.adapters.replay.pairing import PairStats
+from simconform.adapters.replay.pointtime import (
+    MOVING_M,
+    check_span,
+    refuse_without_time,
+    resolve,
+    sweep_motion_m,
+)
 from simconform.adapters.replay.state import ReplayConfig, Sensor, sec
 from simconform.bag.messages import cloud_arrays, stamp_ns
 from simconform.bag.reader import SourceBag
@@ -277,7 +283,7 @@ class Scan:
         if not sn.time_checked:
             sn.time_checked = True
             sn.fields = [f.name for f in msg.fields]
-            sn.point_time = pointtime.resolve(sn.entry, msg, st, (self.cfg.map, topic))
+            sn.point_time = resolve(sn.entry, msg, st, (self.cfg.map, topic))
         pt = sn.point_time
         if pt is None:
             return
@@ -289,11 +295,11 @@ class Scan:
         ok = np.isfinite(v) if v.dtype.kind == "f" else np.ones(v.shape, dtype=bool)
         t = np.full(v.shape, np.iinfo(np.int64).min)
         t[ok] = pt.times_ns(v[ok], st)
-        pointtime.check_span(pt, t, st, round(1e9 / sn.s.rate_hz), where)
+        check_span(pt, t, st, round(1e9 / sn.s.rate_hz), where)
 
     def _check_sweep_motion(self) -> None:
         """Refuse recomputing truth for a moving lidar whose clouds have no per-point time
-        unless the map says how its points are timed (pointtime.refuse_without_time)."""
+        unless the map says how its points are timed (pointtime.py)."""
         for sn in self.sensors:
             if not (sn.is_lidar and self.truth == "recompute" and self.motion is not None):
                 continue
@@ -303,11 +309,9 @@ class Scan:
                 continue
             sweep = round(float(sn.s.column_offsets_s()[-1]) * 1e9)
             starts = [t - sn.s.stamp_offset_ns() for t in sn.kept]
-            moved = pointtime.sweep_motion_m(self.motion, sn.mount, starts, sweep)
-            if moved > pointtime.MOVING_M:
-                raise pointtime.refuse_without_time(
-                    self.cfg.map, sn.name, sn.entry.topic, sn.fields, moved
-                )
+            moved = sweep_motion_m(self.motion, sn.mount, starts, sweep)
+            if moved > MOVING_M:
+                raise refuse_without_time(self.cfg.map, sn.name, sn.entry.topic, sn.fields, moved)
 
     def _pose_samples(
         self, topic: str, msg: Any, log_ns: int
