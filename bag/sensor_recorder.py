@@ -1,4 +1,5 @@
-"""One sensor's samples as ROS 2 messages: truth on /truth/<topic>, published on <topic>.
+"""One sensor's samples as ROS 2 messages: truth on /truth/<topic>, published on <topic>
+(and the first odometry sensor's estimate on /tf, odom -> base_link).
 
 Which message type each sensor kind writes, and the fields that are derived rather than
 sampled (IMU covariances from the spec's sigmas, GNSS latitude/longitude from ENU at the world's
@@ -12,6 +13,7 @@ from typing import ClassVar
 
 import numpy as np
 import pymap3d
+from scipy.spatial.transform import Rotation
 
 from simconform.adapters.base import CameraTruth, GnssTruth, ImuTruth, LidarTruth, OdomTruth
 from simconform.bag import cloud, messages
@@ -40,6 +42,10 @@ class SensorRecorder:
         self.prev: dict[str, OdomTruth] = {}
         self.captures = 0
         self.published = 0
+        # the spec's first odometry sensor also broadcasts its estimate on /tf (odom ->
+        # base_link), as an odometry node does, so that /tf and /odom agree
+        first_odom = next((n for n, x in spec.sensors.items() if isinstance(x, OdomSpec)), None)
+        self.tf_estimate = name == first_odom
 
     KINDS: ClassVar[dict] = {
         LidarSpec: messages.POINTCLOUD2,
@@ -111,6 +117,14 @@ class SensorRecorder:
             yield topics[1][0], messages.CAMERA_INFO, info
             return
         yield topics[0][0], topics[0][1], self._msg(sample, t_ns, "pub")
+        if self.tf_estimate and isinstance(sample, OdomTruth):
+            q = Pose(np.zeros(3), Rotation.from_euler("z", sample.yaw)).quat()  # as /odom's
+            xyz = (sample.x, sample.y, 0.0)
+            yield (
+                "/tf",
+                messages.TFMESSAGE,
+                messages.transforms([(t_ns, "odom", self.base, xyz, q)]),
+            )
 
     def _msg(self, sample, t_ns: int, which: str):
         s = self.s

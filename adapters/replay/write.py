@@ -3,8 +3,9 @@
 Published messages are re-recorded with the source's log (receive) time, so latency is log
 time - header.stamp as in our runs; clouds are re-organized into the spec's rings x columns
 in the sensor frame. Truth, from the bag's truth topics or recomputed, is logged at its
-capture stamp on /truth/<spec topic>; /tf carries the ground-truth motion, gt/ its poses,
-and run.json the replay's own section (source, pairing quality, warnings).
+capture stamp on /truth/<spec topic>; /tf carries the ground-truth motion (map ->
+truth/base_link, as in our runs), gt/ its poses, and run.json the replay's own section
+(source, pairing quality, warnings).
 """
 
 from __future__ import annotations
@@ -137,7 +138,8 @@ class Replay(Scan):
             q = poses.quat()
             for k in range(stop - j):
                 t = int(m.times_ns[j + k])
-                tf = messages.transforms([(t, "odom", self.spec.base_frame, poses.t[k], q[k])])
+                truth = f"truth/{self.spec.base_frame}"  # our runs' truth frame
+                tf = messages.transforms([(t, "map", truth, poses.t[k], q[k])])
                 bag.push("/tf", messages.TFMESSAGE, tf, t)
         return max(j, stop)
 
