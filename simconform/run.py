@@ -209,6 +209,7 @@ def run(cfg: RunConfig, progress: bool | None = None) -> RunResult:
                     cfg.trajectory,
                     cfg.interpolation,
                     cfg.emulate,
+                    inp.epoch_s,
                 )
             try:
                 result = _record(cfg, inp, backend, progress, pool, backend.engine_noise_plan())
