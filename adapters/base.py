@@ -36,10 +36,14 @@ class Motion(Protocol):
 
 @dataclass
 class LidarTruth:
-    """Organized sweep, all in the sensor frame at sweep start; NaN where a ray has no return.
+    """Organized sweep as the sensor measures it: each point in the sensor frame at its own
+    time (not deskewed), `t_offset` after the sweep start; NaN where a ray has no return.
 
-    `directions` are the unit ray directions in that same frame, so that noise along the ray is
-    exact for a rolling shutter too.
+    `directions` are the unit ray directions in that same per-point frame (the spec's rays), so
+    noise along the ray is exact. `column_motion`, where the backend knows it, is each
+    column's sensor pose in the sensor frame at sweep start (rotations (C, 3, 3), translations
+    (C, 3)): what the `deskewed` convention needs to move every point into one frame
+    (bag/cloud.py). None means the sensor did not move during the sweep (global shutter).
     """
 
     points: np.ndarray  # (rings, columns, 3) float64
@@ -47,6 +51,9 @@ class LidarTruth:
     ranges: np.ndarray  # (rings, columns) float64, NaN for no return
     intensity: np.ndarray  # (rings, columns) float32
     t_offset: np.ndarray  # (rings, columns) float32 seconds from sweep start
+    column_motion: tuple[np.ndarray, np.ndarray] | None = field(
+        default=None, repr=False, compare=False
+    )
     # --noise engine only: the engine's noisy output of this capture (same type, engine None)
     engine: Any = field(default=None, repr=False, compare=False)
 

@@ -110,13 +110,21 @@ class ReferenceBackend(SensorBackend):
             ]
         return super().capture_batch(sensor, times_ns, motion)
 
-    def _lidar(self, name: str, s: LidarSpec, t_ns: int, motion: Motion) -> LidarTruth:
+    def lidar_at(self, name: str, t_ns: int, ray_ns: np.ndarray, motion: Motion) -> LidarTruth:
+        """A sweep whose every ray is cast at its own absolute time `ray_ns` (rings, columns):
+        replay's truth for a cloud that gives each point its time."""
+        return self._lidar(name, self.spec.sensors[name], t_ns, motion, ray_ns)
+
+    def _lidar(
+        self, name: str, s: LidarSpec, t_ns: int, motion: Motion, ray_ns: np.ndarray | None = None
+    ) -> LidarTruth:
         if self.emulate == "gazebo":
             return self._gpu_lidar(name, s, t_ns, motion)
 
         def cast(origins, d_world, max_range):
             rings, cols = d_world.shape[:2]
-            o = np.broadcast_to(origins[None, :, :], (rings, cols, 3)).reshape(-1, 3)
+            o = origins if origins.ndim == 3 else origins[None, :, :]
+            o = np.broadcast_to(o, (rings, cols, 3)).reshape(-1, 3)
             hits = self.scene.cast(o, d_world.reshape(-1, 3), 0.0, max_range)
             return (
                 hits.dist.reshape(rings, cols),
@@ -125,7 +133,7 @@ class ReferenceBackend(SensorBackend):
             )
 
         return lidar_sweep(
-            s, self.mounts[name], self._dirs[name], t_ns, motion, cast, self._reflectivity
+            s, self.mounts[name], self._dirs[name], t_ns, motion, cast, self._reflectivity, ray_ns
         )
 
     def _gpu_lidar(self, name: str, s: LidarSpec, t_ns: int, motion: Motion) -> LidarTruth:

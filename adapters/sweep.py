@@ -1,10 +1,12 @@
-"""The lidar sweep shared by every ray-casting backend: poses per column, the organized cloud in
-the sensor frame at sweep start, ray directions for along-ray noise, and intensity.
+"""The lidar sweep shared by every ray-casting backend: poses per column (or per ray), the
+organized cloud with each point in the sensor frame at its own time (as drivers publish it),
+ray directions for along-ray noise, intensity, and the sweep's motion for deskewing.
 
-A backend supplies only `cast`: origins (C, 3) one per column, world directions (R, C, 3) and
-the maximum range, returning distance (R, C; inf on a miss), the hit's unit normal (R, C, 3)
-and the world object index (R, C; -1 on a miss). Keeping the rest here means backends differ
-only in their geometry, which is exactly what a cross-simulator comparison should see.
+A backend supplies only `cast`: origins (C, 3) one per column (or (R, C, 3) one per ray),
+world directions (R, C, 3) and the maximum range, returning distance (R, C; inf on a miss),
+the hit's unit normal (R, C, 3) and the world object index (R, C; -1 on a miss). Keeping the
+rest here means backends differ only in their geometry, which is exactly what a
+cross-simulator comparison should see.
 """
 
 from __future__ import annotations
@@ -28,26 +30,45 @@ def lidar_sweep(
     motion: Motion,
     cast: Cast,
     reflectivity: np.ndarray,
+    ray_ns: np.ndarray | None = None,
 ) -> LidarTruth:
-    """reflectivity: per world object, with one extra trailing entry (0) for misses."""
+    """reflectivity: per world object, with one extra trailing entry (0) for misses.
+
+    Each ray is cast from the sensor's pose at its own time (the spec's column schedule, or
+    `ray_ns` (rings, columns), absolute, where a replayed cloud gives every point its time)
+    and its point is kept in the sensor frame at that time, as a driver publishes it. A
+    `cast` takes origins (C, 3) one per column or (R, C, 3) one per ray.
+    """
     offsets = s.column_offsets_s()
-    col_ns = np.minimum(t_ns + np.round(offsets * 1e9).astype(np.int64), motion.end_ns)
-    sensor = motion.pose_at(col_ns).compose(mount)  # one pose per column
     rings, cols = local.shape[:2]
-    d_world = np.einsum("cij,rcj->rci", sensor.rot.as_matrix(), local)
-    dist, normal, index = cast(sensor.t, d_world, s.range.max)
+    if ray_ns is None:
+        col_ns = np.minimum(t_ns + np.round(offsets * 1e9).astype(np.int64), motion.end_ns)
+        sensor = motion.pose_at(col_ns).compose(mount)  # one pose per column
+        rot = sensor.rot.as_matrix()
+        d_world = np.einsum("cij,rcj->rci", rot, local)
+        origins = sensor.t
+        t_offset = np.broadcast_to(offsets[None, :], (rings, cols)).astype(np.float32)
+        start = sensor[0].inverse()
+        rel = start.compose(sensor)  # each column's pose in the frame at sweep start
+        column_motion = None if s.shutter == "global" else (rel.rot.as_matrix(), rel.t)
+    else:
+        t = np.clip(np.asarray(ray_ns, dtype=np.int64), motion.start_ns, motion.end_ns)
+        sensor = motion.pose_at(t.ravel()).compose(mount)  # one pose per ray
+        rot = sensor.rot.as_matrix().reshape(rings, cols, 3, 3)
+        d_world = np.einsum("rcij,rcj->rci", rot, local)
+        origins = sensor.t.reshape(rings, cols, 3)
+        t_offset = ((t - t_ns) * 1e-9).astype(np.float32)
+        column_motion = None
+    dist, normal, index = cast(origins, d_world, s.range.max)
     valid = np.isfinite(dist) & (dist >= s.range.min) & (dist <= s.range.max)
     ranges = np.where(valid, dist, np.nan)
-    p_world = sensor.t[None, :, :] + d_world * ranges[..., None]
-    inv = sensor[0].inverse()
-    points = inv.apply(p_world.reshape(-1, 3)).reshape(rings, cols, 3)
-    directions = inv.rot.apply(d_world.reshape(-1, 3)).reshape(rings, cols, 3)
     cos_inc = np.abs(np.einsum("rci,rci->rc", np.nan_to_num(normal), d_world))
     intensity = np.where(valid, reflectivity[index] * cos_inc, 0.0)
     return LidarTruth(
-        points=points,
-        directions=directions,
+        points=local * ranges[..., None],
+        directions=np.array(local, dtype=float),
         ranges=ranges,
         intensity=intensity.astype(np.float32),
-        t_offset=np.broadcast_to(offsets[None, :], (rings, cols)).astype(np.float32),
+        t_offset=t_offset,
+        column_motion=column_motion,
     )

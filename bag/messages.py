@@ -1,8 +1,7 @@
 """ROS 2 messages (rosbags' Jazzy type store) built from samples, and decoded back to arrays.
 
-PointCloud2 layout is the common Velodyne-driver one: x y z intensity float32, ring uint16,
-t float32 seconds from sweep start; organized as height = rings, width = columns, NaN points
-where no return was published, so published and truth points pair by index.
+Lidar clouds are written in bag/cloud.py, in the layout of the driver the spec names;
+`cloud_arrays` reads any PointCloud2 back.
 """
 
 from __future__ import annotations
@@ -10,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from rosbags.typesys import Stores, get_typestore
 
-from simconform.adapters.base import ImuTruth, LidarTruth, OdomTruth
+from simconform.adapters.base import ImuTruth, OdomTruth
 from simconform.frames import Pose
 
 TYPESTORE = get_typestore(Stores.ROS2_JAZZY)
@@ -24,24 +23,6 @@ TFMESSAGE = "tf2_msgs/msg/TFMessage"
 IMAGE = "sensor_msgs/msg/Image"
 COMPRESSED = "sensor_msgs/msg/CompressedImage"
 CAMERA_INFO = "sensor_msgs/msg/CameraInfo"
-
-CLOUD_DTYPE = np.dtype(
-    {
-        "names": ["x", "y", "z", "intensity", "ring", "t"],
-        "formats": ["<f4", "<f4", "<f4", "<f4", "<u2", "<f4"],
-        "offsets": [0, 4, 8, 12, 16, 18],
-        "itemsize": 22,
-    }
-)
-_PF = T["sensor_msgs/msg/PointField"]
-CLOUD_FIELDS = [
-    _PF(name="x", offset=0, datatype=_PF.FLOAT32, count=1),
-    _PF(name="y", offset=4, datatype=_PF.FLOAT32, count=1),
-    _PF(name="z", offset=8, datatype=_PF.FLOAT32, count=1),
-    _PF(name="intensity", offset=12, datatype=_PF.FLOAT32, count=1),
-    _PF(name="ring", offset=16, datatype=_PF.UINT16, count=1),
-    _PF(name="t", offset=18, datatype=_PF.FLOAT32, count=1),
-]
 
 
 def serialize(msg, typename: str) -> bytes:
@@ -74,26 +55,6 @@ def _quat(q):
 
 def _point(v):
     return T["geometry_msgs/msg/Point"](x=float(v[0]), y=float(v[1]), z=float(v[2]))
-
-
-def cloud(s: LidarTruth, stamp: int, frame_id: str):
-    rings, cols = s.ranges.shape
-    arr = np.zeros((rings, cols), dtype=CLOUD_DTYPE)
-    arr["x"], arr["y"], arr["z"] = s.points[..., 0], s.points[..., 1], s.points[..., 2]
-    arr["intensity"] = np.where(np.isfinite(s.ranges), s.intensity, np.nan)
-    arr["ring"] = np.arange(rings, dtype=np.uint16)[:, None]
-    arr["t"] = s.t_offset
-    return T[POINTCLOUD2](
-        header=header(stamp, frame_id),
-        height=rings,
-        width=cols,
-        fields=CLOUD_FIELDS,
-        is_bigendian=False,
-        point_step=CLOUD_DTYPE.itemsize,
-        row_step=CLOUD_DTYPE.itemsize * cols,
-        data=np.frombuffer(arr.tobytes(), dtype=np.uint8),
-        is_dense=False,
-    )
 
 
 def cloud_arrays(msg) -> dict[str, np.ndarray]:

@@ -1,4 +1,5 @@
-"""One sensor's samples as ROS 2 messages: truth on /truth/<topic>, published on <topic>.
+"""One sensor's samples as ROS 2 messages: truth on /truth/<topic>, published on <topic>
+(and the first odometry sensor's estimate on /tf, odom -> base_link).
 
 Which message type each sensor kind writes, and the fields that are derived rather than
 sampled (IMU covariances from the spec's sigmas, GNSS latitude/longitude from ENU at the world's
@@ -12,9 +13,10 @@ from typing import ClassVar
 
 import numpy as np
 import pymap3d
+from scipy.spatial.transform import Rotation
 
 from simconform.adapters.base import CameraTruth, GnssTruth, ImuTruth, LidarTruth, OdomTruth
-from simconform.bag import messages
+from simconform.bag import cloud, messages
 from simconform.bag.writer import BagRecorder, TumWriter
 from simconform.frames import Pose
 from simconform.pipeline.noise import se2_increment
@@ -40,6 +42,10 @@ class SensorRecorder:
         self.prev: dict[str, OdomTruth] = {}
         self.captures = 0
         self.published = 0
+        # the spec's first odometry sensor also broadcasts its estimate on /tf (odom ->
+        # base_link), as an odometry node does, so that /tf and /odom agree
+        first_odom = next((n for n, x in spec.sensors.items() if isinstance(x, OdomSpec)), None)
+        self.tf_estimate = name == first_odom
 
     KINDS: ClassVar[dict] = {
         LidarSpec: messages.POINTCLOUD2,
@@ -65,14 +71,18 @@ class SensorRecorder:
         return [(pub, kind), (truth, kind)]
 
     def record(self, t_ns: int, truth, published, xyz, quat) -> None:
+        """One capture at t_ns (a lidar's sweep start). A lidar stamped at its sweep end
+        (`header_stamp: end`) is stamped, and logged, that much later: its latency counts
+        from the stamp, as a driver that publishes after the sweep."""
         self.captures += 1
         self.gt.write(t_ns, xyz, quat)
+        shift = self.s.stamp_offset_ns() if isinstance(self.s, LidarSpec) else 0
         for topic, kind, msg in self._truth_msgs(truth, t_ns):
-            self.bag.push(topic, kind, msg, t_ns)
+            self.bag.push(topic, kind, msg, t_ns + shift)
         if published.sample is not None:
             self.published += 1
             for topic, kind, msg in self._published_msgs(published.sample, t_ns):
-                self.bag.push(topic, kind, msg, published.publish_ns)
+                self.bag.push(topic, kind, msg, published.publish_ns + shift)
 
     def _truth_msgs(self, truth, t_ns: int):
         topics = self.topics()
@@ -107,11 +117,20 @@ class SensorRecorder:
             yield topics[1][0], messages.CAMERA_INFO, info
             return
         yield topics[0][0], topics[0][1], self._msg(sample, t_ns, "pub")
+        if self.tf_estimate and isinstance(sample, OdomTruth):
+            q = Pose(np.zeros(3), Rotation.from_euler("z", sample.yaw)).quat()  # as /odom's
+            xyz = (sample.x, sample.y, 0.0)
+            yield (
+                "/tf",
+                messages.TFMESSAGE,
+                messages.transforms([(t_ns, "odom", self.base, xyz, q)]),
+            )
 
     def _msg(self, sample, t_ns: int, which: str):
         s = self.s
         if isinstance(sample, LidarTruth):
-            return messages.cloud(sample, t_ns, self.frame)
+            off = s.stamp_offset_ns()
+            return cloud.cloud(sample, t_ns + off, self.frame, s.point_time, off)
         if isinstance(sample, ImuTruth):
             av = np.square(s.noise.accel.sigma)
             gv = np.square(s.noise.gyro.sigma)

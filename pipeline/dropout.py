@@ -6,6 +6,8 @@ happen for every capture so that the streams stay aligned by capture index.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from simconform.adapters.base import LidarTruth
@@ -27,5 +29,5 @@ class DropoutStage:
                 points = s.points.copy()
                 points[lost] = np.nan
                 ranges = np.where(lost, np.nan, s.ranges)
-                s = LidarTruth(points, s.directions, ranges, s.intensity, s.t_offset)
+                s = dataclasses.replace(s, points=points, ranges=ranges)
         return s if keep else None

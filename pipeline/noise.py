@@ -6,6 +6,8 @@ draws its noise), so the k-th capture's noise is the same on every backend for t
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from simconform.adapters.base import CameraTruth, GnssTruth, ImuTruth, LidarTruth, OdomTruth
@@ -23,12 +25,8 @@ class LidarRangeNoise:
 
     def apply(self, s: LidarTruth) -> LidarTruth:
         e = self.bias + self.sigma * self.rng.standard_normal(s.ranges.shape)
-        return LidarTruth(
-            points=s.points + e[..., None] * s.directions,
-            directions=s.directions,
-            ranges=s.ranges + e,
-            intensity=s.intensity,
-            t_offset=s.t_offset,
+        return dataclasses.replace(
+            s, points=s.points + e[..., None] * s.directions, ranges=s.ranges + e
         )
 
 

@@ -31,6 +31,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from simconform.bag.cloud import LAYOUTS
 from simconform.errors import UserError
 from simconform.pipeline.schedule import expected_count
 from simconform.spec import CameraSpec, LidarSpec, Spec
@@ -48,7 +49,6 @@ LIDAR_STATIC_EMULATED = 25
 LIDAR_TRUTH = 64  # LidarTruth: points and directions (float64 x 3), range, intensity, t
 LIDAR_CAST = 830  # the peak of casting one sweep (raycast temporaries), measured 815
 LIDAR_PIPELINE = 66  # the published copy and the noise temporaries
-LIDAR_MESSAGE = 22  # PointCloud2 point_step: x y z intensity (float32), ring (uint16), t
 LIDAR_ENCODE = 73  # the peak of building and serializing one cloud
 LIDAR_ERROR = 8 * 3  # verifier: one float64 per paired point, its concatenation, a temporary
 LIDAR_DECODED = 12  # verifier: a decoded cloud (float32 x 3)
@@ -181,7 +181,7 @@ def _sensor(name, s, start_ns, end_ns, workers, storage, emulate) -> SensorEstim
         held = (AHEAD + 1 if workers else 2) * batch * truth_bytes(s)
     if isinstance(s, LidarSpec):
         static = (LIDAR_STATIC + (LIDAR_STATIC_EMULATED if emulate else 0)) * px
-        message = LIDAR_MESSAGE * px + 300
+        message = LAYOUTS[s.point_time][1] * px + 300  # the preset's point_step
         peak = (LIDAR_PIPELINE + LIDAR_ENCODE) * px + (0 if workers else LIDAR_CAST * px)
         points = published * px * (1 - s.dropout.point)  # every ray a return: an upper bound
         verify = LIDAR_ERROR * points + LIDAR_DECODED * px * (dropped + 3)

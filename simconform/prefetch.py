@@ -35,6 +35,7 @@ def _init(
     trajectory: str,
     interpolation: str,
     emulate,
+    epoch_s: int = 0,
 ) -> None:
     from simconform.lifeline import die_with_parent
 
@@ -45,11 +46,15 @@ def _init(
 
     BACKENDS.setdefault(backend, entry)
     from simconform.spec import load_spec
-    from simconform.trajectory import load_trajectory
+    from simconform.trajectory import Trajectory, load_trajectory
     from simconform.world import load_world
 
     w = load_world(world)
     _trajectory = load_trajectory(trajectory, w, interpolation)
+    if epoch_s:  # on the run's clock (simconform.run.load_inputs)
+        t = _trajectory
+        shifted = t.times_ns + epoch_s * 1_000_000_000
+        _trajectory = Trajectory(shifted, t.positions, t.rotations, t.interpolation)
     _backend = get_backend(backend, emulate)
     _backend.open(w, load_spec(spec))
 
@@ -60,7 +65,15 @@ def _capture(sensor: str, times: np.ndarray) -> list:
 
 class CapturePool:
     def __init__(
-        self, jobs: int, backend: str, world, spec, trajectory, interpolation: str, emulate=None
+        self,
+        jobs: int,
+        backend: str,
+        world,
+        spec,
+        trajectory,
+        interpolation: str,
+        emulate=None,
+        epoch_s: int = 0,
     ) -> None:
         from simconform.registry import BACKENDS
 
@@ -78,6 +91,7 @@ class CapturePool:
                 str(trajectory),
                 interpolation,
                 emulate,
+                epoch_s,
             ),
         )
 

@@ -58,6 +58,13 @@ from simconform.trajectory import (
 from simconform.world import World, load_world
 
 TF_RATE_HZ = 50.0
+# The clock a trajectory's t = 0 is put at, in whole seconds since 1970: 2024-01-01T00:00:00Z,
+# fixed so that the same run file records the same bag (a consumer that takes stamps near 1970
+# for "no time" sees a real clock). A trajectory whose stamps are already on a real clock
+# (from 2001 on: REAL_CLOCK_NS) keeps them; `--epoch` sets it (0: the trajectory's own clock).
+DEFAULT_EPOCH_S = 1_704_067_200
+REAL_CLOCK_NS = 1_000_000_000 * 1_000_000_000
+MAX_EPOCH_S = 4_000_000_000
 
 
 @dataclass
@@ -77,6 +84,7 @@ class RunConfig:
     emulate: str | None = None  # reference only: render as that engine does ("gazebo")
     max_memory: int | None = None  # bytes: refuse a run estimated to need more
     max_disk: int | None = None
+    epoch: int | None = None  # s since 1970 at trajectory t = 0; None: DEFAULT_EPOCH_S
 
 
 @dataclass
@@ -96,6 +104,7 @@ class Inputs:
     trajectory: Trajectory
     start_ns: int
     end_ns: int
+    epoch_s: int = 0  # added to the trajectory's stamps (DEFAULT_EPOCH_S)
 
 
 def load_inputs(cfg: RunConfig) -> Inputs:
@@ -103,6 +112,14 @@ def load_inputs(cfg: RunConfig) -> Inputs:
     spec = load_spec(cfg.spec)
     check_interpolation(cfg.interpolation)
     traj = load_trajectory(cfg.trajectory, world, cfg.interpolation)
+    epoch = cfg.epoch
+    if epoch is None:
+        epoch = 0 if traj.start_ns >= REAL_CLOCK_NS else DEFAULT_EPOCH_S
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 <= epoch <= MAX_EPOCH_S:
+        raise UserError(None, "--epoch", epoch, f"expected whole seconds in [0, {MAX_EPOCH_S}]")
+    if epoch:
+        shifted = traj.times_ns + epoch * 1_000_000_000
+        traj = Trajectory(shifted, traj.positions, traj.rotations, traj.interpolation)
     start, end = traj.start_ns, traj.end_ns
     span_s = (end - start) / 1e9
     if cfg.duration is not None:
@@ -118,7 +135,7 @@ def load_inputs(cfg: RunConfig) -> Inputs:
         end = start + round(cfg.duration * 1e9)
     if cfg.seed < 0 or cfg.seed >= 2**63:
         raise UserError(None, "--seed", cfg.seed, "expected an integer in [0, 2^63)")
-    return Inputs(world, spec, traj, start, end)
+    return Inputs(world, spec, traj, start, end, epoch)
 
 
 def schedule(spec: Spec, start_ns: int, end_ns: int) -> tuple[np.ndarray, np.ndarray]:
@@ -192,6 +209,7 @@ def run(cfg: RunConfig, progress: bool | None = None) -> RunResult:
                     cfg.trajectory,
                     cfg.interpolation,
                     cfg.emulate,
+                    inp.epoch_s,
                 )
             try:
                 result = _record(cfg, inp, backend, progress, pool, backend.engine_noise_plan())
@@ -231,6 +249,7 @@ def _manifest(cfg: RunConfig, inp: Inputs, engine_plan: dict) -> dict:
         "world_sha256": sha256(Path(cfg.world)),
         "trajectory_sha256": sha256(Path(cfg.trajectory)),
         "interpolation": cfg.interpolation,
+        "epoch_s": inp.epoch_s,
         "start_ns": inp.start_ns,
         "end_ns": inp.end_ns,
         "tf_rate_hz": TF_RATE_HZ,
@@ -299,6 +318,11 @@ def _record(
         for n, rec in zip(names, recorders)
     ]
     tf_feed = Feed(None, "tf", TF_RATE_HZ, inp, Pose.identity())
+    # /tf's odom -> base_link is the estimate /odom publishes (sensor_recorder), so /tf and
+    # /odom agree; truth has a frame of its own, map -> truth/<base>. Without an odometry
+    # sensor there is no estimate, and odom -> base_link is the truth
+    estimated = any(r.tf_estimate for r in recorders)
+    truth_base = f"truth/{spec.base_frame}"
     result = RunResult(out=out, complete=False)
     bar = progress_bar(len(times), progress)
     now = inp.start_ns
@@ -311,7 +335,10 @@ def _record(
                     break
                 if w < 0:
                     _, xyz, q = tf_feed.next(t)
-                    tf = messages.transforms([(t, "odom", spec.base_frame, xyz, q)])
+                    items = [(t, "map", truth_base, xyz, q)]
+                    if not estimated:
+                        items.append((t, "odom", spec.base_frame, xyz, q))
+                    tf = messages.transforms(items)
                     bag.push("/tf", messages.TFMESSAGE, tf, t)
                     base_gt.write(t, xyz, q)
                 else:

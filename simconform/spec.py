@@ -149,12 +149,36 @@ class LidarSpec(_Sensor):
     columns: Annotated[int, Field(ge=1, le=100000)]
     range: RangeLimits = RangeLimits()
     shutter: Literal["global", "rolling"] = "rolling"
+    # how the published cloud carries each point's time, as a driver writes it (bag/cloud.py):
+    # velodyne `time` float32 s, ouster `t` uint32 ns (both after header.stamp), hesai
+    # `timestamp` float64 s and livox `timestamp` float64 ns (absolute), or deskewed (points
+    # motion-compensated to header.stamp, no time field)
+    point_time: Literal["velodyne", "ouster", "hesai", "livox", "deskewed"] = "velodyne"
+    header_stamp: Literal["start", "end"] = "start"  # header.stamp: first or last column's time
     noise: LidarNoise = LidarNoise()
 
+    @model_validator(mode="after")
+    def _unsigned_offsets(self) -> LidarSpec:
+        if self.point_time == "ouster" and self.header_stamp == "end":
+            raise FieldProblem(
+                "header_stamp",
+                "end",
+                "expected start with point_time ouster: its t is an unsigned offset after "
+                "header.stamp, so the stamp must be the sweep's first column",
+            )
+        return self
+
     def column_offsets_s(self) -> np.ndarray:
+        """Each column's time after the sweep start (the capture time)."""
         if self.shutter == "global":
             return np.zeros(self.columns)
         return np.arange(self.columns) / (self.columns * self.rate_hz)
+
+    def stamp_offset_ns(self) -> int:
+        """header.stamp minus the capture (sweep start) time: 0, or the last column's time."""
+        if self.header_stamp == "start":
+            return 0
+        return round(float(self.column_offsets_s()[-1]) * 1e9)
 
     def directions(self) -> np.ndarray:
         """Unit ray directions (rings, columns, 3) in the sensor frame."""

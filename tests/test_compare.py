@@ -19,7 +19,8 @@ from rosbags.rosbag2 import StoragePlugin, Writer
 from typer.testing import CliRunner
 
 from conftest import cli, demo_spec, write_yaml
-from simconform.bag.messages import CLOUD_DTYPE, TYPESTORE, serialize
+from simconform.bag.cloud import dtype_of
+from simconform.bag.messages import TYPESTORE, serialize
 from simconform.cli import app
 from simconform.errors import UserError
 from simconform.run import RunConfig, run
@@ -184,7 +185,7 @@ def perturb(src: Path, dst: Path, spec: Spec) -> tuple[int, int]:
         for conn, log_ns, raw in reader.messages():
             if conn.topic == "/truth/lidar/points":
                 msg = reader.deserialize(raw, conn.msgtype)
-                arr = np.frombuffer(bytes(msg.data), dtype=CLOUD_DTYPE).copy()
+                arr = np.frombuffer(bytes(msg.data), dtype=dtype_of("velodyne")).copy()
                 arr = arr.reshape(msg.height, msg.width)
                 hit = np.isfinite(arr["x"])
                 for k, axis in enumerate("xyz"):

@@ -7,6 +7,7 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 from simconform.adapters.reference import ReferenceBackend
+from simconform.bag.cloud import deskew
 from simconform.spec import Spec
 from simconform.trajectory import Trajectory
 from simconform.world import World
@@ -80,7 +81,9 @@ def test_gnss_and_odom_truth_follow_the_mount_and_base() -> None:
 
 
 @pytest.mark.parametrize("shutter", ["rolling", "global"])
-def test_rolling_shutter_points_are_exact_in_the_sweep_start_frame(shutter: str) -> None:
+def test_rolling_shutter_points_are_exact_at_their_own_time_and_deskewed(shutter: str) -> None:
+    """Each point is in the sensor frame at its own time (as a driver publishes it); deskewed
+    with the sweep's motion, every point lands on the wall from the sweep start's frame."""
     v, wall = 5.0, 10.0
     t = np.array([0.0, 2.0])
     traj = Trajectory(
@@ -102,12 +105,16 @@ def test_rolling_shutter_points_are_exact_in_the_sweep_start_frame(shutter: str)
     t0 = 500_000_000
     s = b.capture("lidar", t0, traj)
     start = traj.pose_at(t0)
-    world = start.apply(s.points.reshape(-1, 3))
+    world = start.apply(deskew(s, 0).reshape(-1, 3))
     hit = np.isfinite(world[:, 0])
     assert hit.sum() > 100
     assert np.allclose(world[hit, 0], wall, atol=1e-9)  # every point lies on the wall
     az = 2 * np.pi * np.arange(360) / 360
     dt = np.arange(360) / 3600 if shutter == "rolling" else np.zeros(360)
+    own = traj.pose_at(t0 + np.round(dt * 1e9).astype(np.int64))  # pose at each column's time
+    raw = own.t + own.rot.apply(s.points[0])
+    assert np.allclose(raw[hit, 0], wall, atol=1e-9)  # raw points: each from its own pose
+    assert np.allclose(s.points, s.directions * s.ranges[..., None], equal_nan=True)
     x_c = v * (0.5 + dt)  # sensor x when column c fires
     with np.errstate(divide="ignore"):
         expected = np.where(np.cos(az) > 0, (wall - x_c) / np.cos(az), np.nan)

@@ -159,10 +159,12 @@ class Sim:
         return out
 
     def world_points(self, st: int, pts: np.ndarray) -> np.ndarray:
+        """Each point from the sensor's pose at its column's time (points are not deskewed)."""
         s = self.spec.sensors["lidar"]
         mount = Pose.from_xyz_rpy(s.mount.xyz, s.mount.rpy)
-        pose = self.traj.pose_at(st).compose(mount)
-        return pose.apply(pts.reshape(-1, 3)).reshape(pts.shape)
+        col = st + np.round(s.column_offsets_s() * 1e9).astype(np.int64)
+        pose = self.traj.pose_at(col).compose(mount)
+        return np.einsum("cij,rcj->rci", pose.rot.as_matrix(), pts) + pose.t[None]
 
     def imu(self):
         s = self.spec.sensors["imu"]
@@ -487,12 +489,21 @@ GT_MAPS = {
 
 
 def lidar_entry(lidar: str) -> dict:
+    """The foreign clouds carry no per-point time: their points follow the spec's column
+    schedule (`point_time: none`; tests/test_point_time.py covers time fields)."""
     if lidar == "organized-sensor":
-        return {"topic": "/sim/lidar", "organized": True, "pairing": "direction", "frame": "lidar"}
+        return {
+            "topic": "/sim/lidar",
+            "organized": True,
+            "pairing": "direction",
+            "frame": "lidar",
+            "point_time": "none",
+        }
     return {
         "topic": "/sim/lidar",
         "organized": False,
         "points_frame": "world" if lidar.endswith("world") else "sensor",
+        "point_time": "none",
     }
 
 

@@ -18,7 +18,7 @@ from rosbags.highlevel import AnyReader
 
 from conftest import bag_digest, cli, demo_spec, write_yaml
 from simconform.bag.messages import TYPESTORE, cloud_arrays, stamp_ns
-from simconform.run import RunConfig, run
+from simconform.run import DEFAULT_EPOCH_S, RunConfig, run
 from simconform.verify.verifier import verify_run
 
 TOPICS = {
@@ -48,9 +48,10 @@ def test_bag_layout_and_stamps(short_run: Path) -> None:
     latency_ms = {"/lidar/points": 200.0, "/imu": 2.0, "/odom": 10.0}
     for topic, rate in rates.items():
         truth = msgs["/truth" + topic]
-        assert len(truth) == 3 * rate  # captures at k / rate in [0, 3 s)
+        assert len(truth) == 3 * rate  # captures at k / rate in [0, 3 s), from the epoch
         stamps = [stamp_ns(m.header) for _, m in truth]
-        assert stamps == [round(k * 1e9 / rate) for k in range(3 * rate)]
+        epoch = DEFAULT_EPOCH_S * 1_000_000_000  # the demo trajectory's t = 0
+        assert stamps == [epoch + round(k * 1e9 / rate) for k in range(3 * rate)]
         assert all(log == st for (log, _), st in zip(truth, stamps))  # truth logged at capture
         for log, m in msgs[topic]:
             delay_ms = (log - stamp_ns(m.header)) / 1e6
@@ -82,11 +83,11 @@ def test_pointcloud_organized_with_nan_for_lost_points(short_run: Path) -> None:
     _, pub = msgs["/lidar/points"][5]
     _, truth = msgs["/truth/lidar/points"][5]
     assert (pub.height, pub.width, pub.point_step) == (16, 360, 22)
-    assert [f.name for f in pub.fields] == ["x", "y", "z", "intensity", "ring", "t"]
+    assert [f.name for f in pub.fields] == ["x", "y", "z", "intensity", "ring", "time"]
     assert pub.header.frame_id == "lidar_link" and not pub.is_dense
     p, t = cloud_arrays(pub), cloud_arrays(truth)
     assert np.array_equal(p["ring"][:, 0], np.arange(16))
-    assert np.allclose(p["t"][0], np.arange(360) / 3600.0, atol=1e-7)  # rolling shutter
+    assert np.allclose(p["time"][0], np.arange(360) / 3600.0, atol=1e-7)  # rolling shutter
     tf, pf = np.isfinite(t["x"]), np.isfinite(p["x"])
     assert not np.any(pf & ~tf)  # a no-return ray is never published
     lost = (tf & ~pf).sum() / tf.sum()

@@ -4,7 +4,7 @@ The source bag (ROS 2 sqlite3 or MCAP, or ROS 1) is read through simconform.bag.
 topic map (map.py). Ground truth comes either from /truth/<topic> topics in the bag (our own
 layout) or is recomputed: the ground-truth pose stream is interpolated (cubic in position,
 rotation spline in orientation, so that the IMU's second differences are smooth) and the
-reference backend casts the exact lidar returns at each scan's stamp and pose and derives
+reference backend casts the exact lidar returns, each at its point's own time and pose, and derives
 IMU, GNSS and odometry truth from the same motion.
 
 The result is an ordinary run folder in our own layout, so the verifier, the reports and
@@ -26,6 +26,7 @@ Where things are, in the order a replay runs:
 - write: Replay(Scan), the second pass (bag, gt/, run.json)
 - truth: truth recomputed with the reference backend (Recompute, TruthFeed), gt/ files
 - convert: source messages in our types (`to_ours`), clouds onto the spec's rays
+- pointtime: each lidar point's own time under any driver's field name, type and origin
 - pairing: PairStats, RayGrid, pair_by_direction, index_residuals
 - hints: the fix named in two errors (the tf pairs a bag has; the points_frame a cloud is in)
 - backend: ReplayBackend, the registry's "replay" entry (points `run` to `replay`)

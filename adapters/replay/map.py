@@ -36,7 +36,15 @@ POSE_TYPES = {
     "pose_stamped": "geometry_msgs/msg/PoseStamped",
     "json": "std_msgs/msg/String",
 }
-_LIDAR_ONLY = ("points_frame", "organized", "pairing")
+_LIDAR_ONLY = (
+    "points_frame",
+    "organized",
+    "pairing",
+    "point_time",
+    "time_unit",
+    "time_reference",
+    "deskewed",
+)
 _STAMP_SCALE = {"s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1.0}
 
 
@@ -54,6 +62,12 @@ class SensorTopic(Strict):
     points_frame: Literal["sensor", "world"] = "sensor"  # lidar: points in sensor or map frame
     organized: bool = True  # lidar: height x width = rings x columns, NaN/inf where no return
     pairing: Literal["index", "direction"] | None = None  # lidar; default index if organized
+    # lidar: each point's time (adapters/replay/pointtime.py): auto (time, t, timestamp,
+    # offset_time), none (the spec's column schedule), or the field's name
+    point_time: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] = "auto"
+    time_unit: Literal["auto", "s", "ms", "us", "ns"] = "auto"
+    time_reference: Literal["auto", "stamp", "absolute"] = "auto"
+    deskewed: bool = False  # lidar: points motion-compensated to header.stamp
 
     @field_validator("type")
     @classmethod

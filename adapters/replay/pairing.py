@@ -147,7 +147,7 @@ def pair_by_direction(
     nearest column, for the rays where the scan's motion put them). Points more than half a
     bin from their ray are left out (they belong to no ray of the spec), and of several
     points on one ray the closest in direction is kept. Returns the (rings, columns, 3) cloud
-    with NaN for rays without a point, and the values per ray.
+    with NaN for rays without a point, and the values per ray (values (N,) or (N, k)).
     """
     R, C = grid.rings, grid.cols
     stats.received += len(points)
@@ -170,9 +170,9 @@ def pair_by_direction(
     stats.add_residuals(angle[sel])
     cloud = np.full((R * C, 3), np.nan)
     cloud[cells[sel]] = p[sel]
-    vals = np.zeros(R * C)
+    vals = np.zeros((R * C, *v.shape[1:]))
     vals[cells[sel]] = v[sel]
-    return cloud.reshape(R, C, 3), vals.reshape(R, C)
+    return cloud.reshape(R, C, 3), vals.reshape(R, C, *v.shape[1:])
 
 
 def index_residuals(cloud: np.ndarray, grid: RayGrid, stats: PairStats) -> np.ndarray:

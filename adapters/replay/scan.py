@@ -26,8 +26,15 @@ from simconform.adapters.replay.map import (
 )
 from simconform.adapters.replay.motion import PoseStream
 from simconform.adapters.replay.pairing import PairStats
+from simconform.adapters.replay.pointtime import (
+    MOVING_M,
+    check_span,
+    refuse_without_time,
+    resolve,
+    sweep_motion_m,
+)
 from simconform.adapters.replay.state import ReplayConfig, Sensor, sec
-from simconform.bag.messages import stamp_ns
+from simconform.bag.messages import cloud_arrays, stamp_ns
 from simconform.bag.reader import SourceBag
 from simconform.errors import UserError
 from simconform.frames import Pose
@@ -186,6 +193,7 @@ class Scan:
         if self.gt is not None:
             self._build_motion(poses)
         self._plan_captures()
+        self._check_sweep_motion()
 
     def _deserialize(self, topic: str, msgtype: str, raw: bytes) -> Any:
         try:
@@ -256,6 +264,8 @@ class Scan:
                     f"{len(msg.data)} data bytes",
                     f"expected height x width points of point_step {msg.point_step}",
                 )
+            if role == "pub" and not sn.entry.deskewed:
+                self._check_point_time(sn, topic, msg, st)
         if role == "pub" and self.truth == "topics" and st not in sn.truth_seen:
             raise UserError(
                 self.bag_path,
@@ -266,6 +276,43 @@ class Scan:
             )
         (sn.pub_seen if role == "pub" else sn.truth_seen).add(st)
         return st
+
+    def _check_point_time(self, sn: Sensor, topic: str, msg: Any, st: int) -> None:
+        """Resolve the lidar's per-point time at its first cloud; every cloud's times must lie
+        near its stamp (a wrong unit or origin is refused, not judged)."""
+        where = (self.bag_path, topic)
+        if not sn.time_checked:
+            sn.time_checked = True
+            sn.fields = [f.name for f in msg.fields]
+            sn.point_time = resolve(sn.entry, msg, st, (self.cfg.map, topic))
+        pt = sn.point_time
+        if pt is None:
+            return
+        if pt.field not in {f.name for f in msg.fields}:
+            raise UserError(
+                self.bag_path, topic, f"header.stamp {sec(st)} s", f"expected a {pt.field} field"
+            )
+        v = cloud_arrays(msg)[pt.field]
+        ok = np.isfinite(v) if v.dtype.kind == "f" else np.ones(v.shape, dtype=bool)
+        t = np.full(v.shape, np.iinfo(np.int64).min)
+        t[ok] = pt.times_ns(v[ok], st)
+        check_span(pt, t, st, round(1e9 / sn.s.rate_hz), where)
+
+    def _check_sweep_motion(self) -> None:
+        """Refuse recomputing truth for a moving lidar whose clouds have no per-point time
+        unless the map says how its points are timed (pointtime.py)."""
+        for sn in self.sensors:
+            if not (sn.is_lidar and self.truth == "recompute" and self.motion is not None):
+                continue
+            if sn.time_mode != "schedule" or sn.entry.point_time != "auto":
+                continue
+            if sn.s.shutter == "global":
+                continue
+            sweep = round(float(sn.s.column_offsets_s()[-1]) * 1e9)
+            starts = [t - sn.s.stamp_offset_ns() for t in sn.kept]
+            moved = sweep_motion_m(self.motion, sn.mount, starts, sweep)
+            if moved > MOVING_M:
+                raise refuse_without_time(self.cfg.map, sn.name, sn.entry.topic, sn.fields, moved)
 
     def _pose_samples(
         self, topic: str, msg: Any, log_ns: int

@@ -9,6 +9,7 @@ from typing import Any
 from simconform.adapters.replay.map import SensorTopic
 from simconform.adapters.replay.motion import PoseStream
 from simconform.adapters.replay.pairing import PairStats, RayGrid
+from simconform.adapters.replay.pointtime import PointTime
 from simconform.frames import Pose
 from simconform.spec import ImuSpec, LidarSpec
 from simconform.trajectory import format_seconds
@@ -67,6 +68,19 @@ class Sensor:
     stats: PairStats | None = None
     pending: dict[int, RayGrid] = field(default_factory=dict)
     offset_ns: int = 0  # pose-stream time of a capture minus its stamp (align.py)
+    # lidar: how its clouds give each point's time (None: no time field); resolved at the
+    # first published cloud
+    point_time: PointTime | None = None
+    time_checked: bool = False
+    fields: list[str] = field(default_factory=list)
+
+    @property
+    def time_mode(self) -> str:
+        """points (each point's own time), deskewed (all at header.stamp), or schedule (the
+        spec's column times: raw points without a time field)."""
+        if self.entry.deskewed:
+            return "deskewed"
+        return "points" if self.point_time is not None else "schedule"
 
     @property
     def is_lidar(self) -> bool:
@@ -75,8 +89,9 @@ class Sensor:
     def window_ok(self, t: int, motion: PoseStream) -> bool:
         """Whether the capture's whole time window lies inside the ground truth."""
         lo, hi = t, t
-        if isinstance(self.s, LidarSpec):
-            hi = t + round(float(self.s.column_offsets_s()[-1]) * 1e9)
+        if isinstance(self.s, LidarSpec):  # the sweep: its first to its last column
+            lo = t - self.s.stamp_offset_ns()
+            hi = lo + round(float(self.s.column_offsets_s()[-1]) * 1e9)
         elif isinstance(self.s, ImuSpec):
             h = round(1e9 / self.s.rate_hz)
             lo, hi = t - h, t + h

@@ -1,12 +1,14 @@
 """Truth recomputed from the ground-truth motion, and the run's gt/ pose files.
 
 Where the source bag has no /truth/<topic> topics, the reference backend casts the exact
-lidar returns at each scan's stamp and pose, and derives IMU, GNSS and odometry truth from
-the same motion (in batches per sensor, at the stamps the scan planned).
+lidar returns, each ray at its published point's own time and pose, and derives IMU, GNSS
+and odometry truth from the same motion (in batches per sensor, at the stamps the scan
+planned).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +17,12 @@ import pymap3d
 
 from simconform.adapters.base import GnssTruth, ImuTruth, OdomTruth
 from simconform.adapters.reference import ReferenceBackend
+from simconform.adapters.replay.convert import our_cloud
 from simconform.adapters.replay.motion import PoseStream
 from simconform.adapters.replay.pairing import RayGrid
 from simconform.adapters.replay.state import Sensor
 from simconform.bag import messages
+from simconform.bag.cloud import deskew
 from simconform.bag.writer import TumWriter
 from simconform.frames import Pose
 from simconform.pipeline.noise import se2_increment
@@ -71,14 +75,33 @@ class Recompute:
                 )
         self.prev_odom: dict[str, OdomTruth] = {}  # the previous odometry truth per sensor
 
-    def capture(self, sn: Sensor, t: int) -> tuple[Any, RayGrid | None]:
-        """The truth message of one capture, and for a lidar its rays (to pair the published
-        cloud with)."""
+    def capture(
+        self, sn: Sensor, t: int, ray_ns: np.ndarray | None = None
+    ) -> tuple[Any, RayGrid | None]:
+        """The truth message of the capture stamped t, and for a deskewed lidar its rays (to
+        pair the published cloud with).
+
+        A lidar's truth is cast ray by ray at `ray_ns` (rings, columns; absolute ns), each
+        published point's own time, else at the spec's column schedule from the sweep start
+        (t minus the spec's header_stamp offset); points stay in the sensor frame at their own
+        time, as a driver publishes them, or (map `deskewed: true`) are moved into the frame at
+        the stamp like the published ones."""
         s = sn.s
         if isinstance(s, LidarSpec):
-            lt = self.backend.capture(sn.name, t, self.motion.shifted(sn.offset_ns))
+            off = s.stamp_offset_ns()
+            motion = self.motion.shifted(sn.offset_ns)  # the pose stream on the sensor's clock
+            if ray_ns is not None:
+                lt = self.backend.lidar_at(sn.name, t, ray_ns, motion)
+            else:
+                lt = self.backend.capture(sn.name, t - off, motion)
+                lt = dataclasses.replace(lt, t_offset=lt.t_offset - off * 1e-9)
+            if sn.time_mode != "deskewed":
+                return our_cloud(lt, t, sn.frame, timed=True), None
+            cols = lt.ranges.shape[1]
+            pts = deskew(lt, 0 if off == 0 else cols - 1)
+            lt = dataclasses.replace(lt, points=pts, column_motion=None)
             grid = RayGrid.from_truth(lt.points, lt.directions, s.rings.elevations())
-            return messages.cloud(lt, t, sn.frame), grid
+            return our_cloud(lt, t, sn.frame, timed=False), grid
         sample = self.feeds[sn.name].get(t)
         if isinstance(sample, ImuTruth):
             av, gv = np.square(s.noise.accel.sigma), np.square(s.noise.gyro.sigma)

@@ -3,9 +3,9 @@
 Published messages are re-recorded with the source's log (receive) time, so latency is log
 time - header.stamp as in our runs; clouds are re-organized into the spec's rings x columns
 in the sensor frame. Truth, from the bag's truth topics or recomputed, is logged at its
-capture stamp on /truth/<spec topic>; /tf carries the ground-truth motion, gt/ its poses,
-and run.json the replay's own section (source, provenance with hashes, time alignment, pairing
-quality, warnings).
+capture stamp on /truth/<spec topic>; /tf carries the ground-truth motion (map ->
+truth/base_link, as in our runs), gt/ its poses, and run.json the replay's own section
+(source, provenance with hashes, time alignment, pairing quality, warnings).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from simconform import __version__
-from simconform.adapters.replay.convert import published_cloud, to_ours, truth_cloud
+from simconform.adapters.replay.convert import organize, our_cloud, to_ours, truth_cloud
 from simconform.adapters.replay.hints import frame_hint
 from simconform.adapters.replay.pairing import RayGrid
 from simconform.adapters.replay.scan import Scan
@@ -142,7 +142,8 @@ class Replay(Scan):
             q = poses.quat()
             for k in range(stop - j):
                 t = int(m.times_ns[j + k])
-                tf = messages.transforms([(t, "odom", self.spec.base_frame, poses.t[k], q[k])])
+                truth = f"truth/{self.spec.base_frame}"  # our runs' truth frame
+                tf = messages.transforms([(t, "map", truth, poses.t[k], q[k])])
                 bag.push("/tf", messages.TFMESSAGE, tf, t)
         return max(j, stop)
 
@@ -153,20 +154,34 @@ class Replay(Scan):
         if st not in sn.kept:
             return
         truth_topic = "/truth" + sn.out_topic
+        timed = sn.point_time is not None or (
+            self.truth == "recompute" and sn.time_mode == "schedule"
+        )
         if role == "truth":  # truth: topics
             with self._usable(topic, sn, st):
                 if sn.is_lidar:
-                    lt = truth_cloud(sn, msg)
+                    lt = truth_cloud(sn, msg, st)
                     if st in sn.pub_seen:
                         elev = sn.s.rings.elevations()
                         sn.pending[st] = RayGrid.from_truth(lt.points, lt.directions, elev)
-                    out = messages.cloud(lt, st, sn.frame)
+                    out = our_cloud(lt, st, sn.frame, timed)
                 else:
                     out = to_ours(msg, sn.msgtype)
             bag.push(truth_topic, sn.msgtype, out, log_ns)
             sn.captures.append(st)
             return
-        if self.truth == "recompute":
+        pub = None
+        if self.truth == "recompute" and sn.is_lidar and sn.time_mode != "deskewed":
+            # a point at its own time lies on its nominal ray: organize first, then cast
+            # each ray's truth at its point's own time
+            with self._usable(topic, sn, st):
+                motion = self.motion.shifted(sn.offset_ns) if self.motion else None
+                pub = organize(sn, msg, st, None, motion)
+            ray_ns = st + np.round(pub.t_offset * 1e9).astype(np.int64)
+            truth_msg, grid = self.recompute.capture(sn, st, ray_ns)
+            bag.push(truth_topic, sn.msgtype, truth_msg, min(st, log_ns))
+            sn.captures.append(st)
+        elif self.truth == "recompute":
             truth_msg, grid = self.recompute.capture(sn, st)
             bag.push(truth_topic, sn.msgtype, truth_msg, min(st, log_ns))
             sn.captures.append(st)
@@ -177,8 +192,10 @@ class Replay(Scan):
         with self._usable(topic, sn, st):
             if sn.is_lidar:
                 motion = self.motion.shifted(sn.offset_ns) if self.motion else None
-                out = published_cloud(sn, msg, st, grid, motion)
+                if pub is None:
+                    pub = organize(sn, msg, st, grid, motion)
                 self.first_cloud.setdefault(sn.name, (msg, st, grid, motion))
+                out = our_cloud(pub, st, sn.frame, timed)
             else:
                 out = to_ours(msg, sn.msgtype)
         bag.push(sn.out_topic, sn.msgtype, out, log_ns)
@@ -231,6 +248,14 @@ class Replay(Scan):
                     f"{np.median(lat) / 1e3:.3g} s (median): the bag was probably recorded on "
                     "the wall clock while stamps are simulation time (record with "
                     "use_sim_time), so latency cannot be measured"
+                )
+            if sn.is_lidar:
+                info["point_time"] = (
+                    sn.point_time.describe()
+                    if sn.time_mode == "points"
+                    else "none: deskewed to header.stamp"
+                    if sn.time_mode == "deskewed"
+                    else "none: the spec's column schedule"
                 )
             if sn.stats is not None:
                 s = sn.s

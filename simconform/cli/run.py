@@ -42,6 +42,15 @@ def run(
         typer.Option(help="Run only the first SECONDS of the trajectory.", metavar="SECONDS"),
     ] = None,
     storage: Annotated[str, typer.Option(help="Bag storage: mcap or sqlite3.")] = "mcap",
+    epoch: Annotated[
+        int | None,
+        typer.Option(
+            help="Clock of the trajectory's t = 0, in whole seconds since 1970 (default "
+            "1704067200, 2024-01-01 UTC; a trajectory already stamped after 2001 keeps its "
+            "stamps; 0: the trajectory's own clock).",
+            metavar="SECONDS",
+        ),
+    ] = None,
     interpolation: Annotated[
         str,
         typer.Option(
@@ -124,6 +133,7 @@ def run(
         out=out,
         duration=duration,
         storage=storage,
+        epoch=epoch,
         interpolation=interpolation,
         emulate=emulate,
         force=force,
