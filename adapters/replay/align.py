@@ -35,6 +35,7 @@ recorded in the bag (mode "off").
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -43,8 +44,10 @@ import numpy as np
 from scipy.stats import t as student_t
 
 from simconform.adapters.reference import ReferenceBackend
+from simconform.adapters.replay.convert import organize
 from simconform.adapters.replay.pairing import PairStats, RayGrid, pair_by_direction
 from simconform.adapters.replay.state import Sensor
+from simconform.bag.cloud import deskew
 from simconform.bag.messages import cloud_arrays, stamp_ns
 from simconform.errors import UserError
 from simconform.spec import ImuSpec, LidarSpec
@@ -260,10 +263,29 @@ def _lidar_linear(
         clouds.append((st, np.stack([f["x"], f["y"], f["z"]], axis=-1).astype(np.float64)))
     elev = sn.s.rings.elevations()
     h = STEP_NS
+    # a cloud whose points are each at their own time (or the spec's column schedule) is
+    # judged as the replay judges it (truth.Recompute.capture): every ray cast at its point's
+    # time, which the offset does not move; only the pose stream shifts
+    own_time = sn.time_mode != "deskewed"
+    ray_ns: dict[int, np.ndarray] = {}
+
+    off = sn.s.stamp_offset_ns()
+
+    def truth_at(d: int, st: int) -> Any:
+        if own_time:
+            return backend.lidar_at(sn.name, st, ray_ns[st], job.motion.shifted(d))
+        # deskewed clouds: the sweep from its start, moved into the frame at the stamp
+        lt = backend.capture(sn.name, st - off, job.motion.shifted(d))
+        cols = lt.ranges.shape[1]
+        return dataclasses.replace(lt, points=deskew(lt, 0 if off == 0 else cols - 1))
 
     def points(d: int, st: int, xyz: np.ndarray) -> tuple[np.ndarray, Any]:
         motion = job.motion.shifted(d)
-        lt = backend.capture(sn.name, st, motion)
+        if own_time:
+            pub = organize(sn, msgs[st], st, None, motion)
+            ray_ns[st] = st + np.round(pub.t_offset * 1e9).astype(np.int64)
+            return pub.points.reshape(-1, 3), truth_at(d, st)
+        lt = truth_at(d, st)
         pts = xyz
         if sn.entry.points_frame == "world":
             pose = motion.pose_at(st).compose(sn.mount)
@@ -280,8 +302,8 @@ def _lidar_linear(
         raw = []
         for st, xyz in clouds:
             p, lt = points(d, st, xyz)
-            tp = backend.capture(sn.name, st, job.motion.shifted(d + h)).points.reshape(-1, 3)
-            tm = backend.capture(sn.name, st, job.motion.shifted(d - h)).points.reshape(-1, 3)
+            tp = truth_at(d + h, st).points.reshape(-1, 3)
+            tm = truth_at(d - h, st).points.reshape(-1, 3)
             t0, ray = lt.points.reshape(-1, 3), lt.directions.reshape(-1, 3)
             # along the ray, as the verifier measures range (a rolling shutter moves the
             # ray's origin away from the frame's origin during the sweep)
