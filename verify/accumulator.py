@@ -144,15 +144,28 @@ class Accumulator:
             (0.0, tl.latency_band(bound, tol)[1]),
             "ms",
         )
-        rate = tl.expected_rate(s.rate_hz, s.dropout.sample)
-        logs = np.sort(np.asarray(self.log_ns, dtype=np.int64))
-        if self.gaps:  # only the intervals between two samples on the same side of every gap
-            keep = [not self.crosses_gap(int(a), int(b)) for a, b in itertools.pairwise(logs)]
-            est = stats.rate_from_intervals(np.diff(logs)[np.asarray(keep, dtype=bool)], lv)
-        else:
-            est = stats.rate_from_stamps(logs, lv)
-        out["rate_hz"] = metric(est, rate, tl.relative_band(rate, tol.rate_rel), "Hz")
+        out["rate_hz"] = self.rate_metric()
         return out
+
+    def rate_metric(self) -> dict:
+        """The rate from the published capture stamps' period (stats.rate_from_periods), judged
+        against the spec's rate: dropped samples are sample_dropout's, not the rate's."""
+        s, lv = self.spec, self.level
+        st = np.unique(np.asarray(self.pub_stamps, dtype=np.int64))
+        pairs = np.diff(st)
+        if self.gaps:  # only the intervals between two samples on the same side of every gap
+            late = round(tl.latency_max_ms(s.latency) * 1e6)  # a stamp is logged up to late after
+            keep = [not self.crosses_gap(int(a), int(b) + late) for a, b in itertools.pairwise(st)]
+            pairs = pairs[np.asarray(keep, dtype=bool)]
+        est, jitter, dropped = stats.rate_from_periods(pairs, lv)
+        return metric(
+            est,
+            s.rate_hz,
+            tl.relative_band(s.rate_hz, s.tolerances.rate_rel),
+            "Hz",
+            period_jitter_ms=_f(jitter * 1e3),
+            intervals_with_drops=dropped,
+        )
 
     def scalar_metrics(
         self,
