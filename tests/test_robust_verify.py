@@ -43,6 +43,8 @@ def sweep_errors(kind: str, rng: np.random.Generator, shape: tuple[int, int]) ->
         e += 0.01
     if kind == "wide":
         e *= 1.5
+    if kind == "gross":
+        e += 3.0
     if kind == "edges":  # silhouettes: 2 % of the rays, in columns 90-97, half a metre off
         e[:, 90:97] += rng.choice([-0.5, 0.5], (shape[0], 7))
     return e
@@ -130,6 +132,7 @@ def test_wrong_noise_shape_bias_scale_and_lateral_are_told_apart() -> None:
     assert b["metrics"]["range_bias"]["verdict"] == "fail"
     assert causes(b) == {"bias"} and "shifted" in b["diagnosis"][0]["evidence"]
     assert causes(run("wide")) == {"scale"}
+    assert causes(run("gross")) == {"gross"}
     lat = run("normal", sideways=0.05)
     assert lat["metrics"]["range_lateral_rms"]["verdict"] == "fail"
     assert "lateral" in causes(lat)

@@ -15,6 +15,7 @@ from the metrics themselves, for every sensor with a FAIL:
   distribution is wider or narrower, not a few points.
 - bias: the bias FAILs and the median's interval is outside the bias band as well.
 - lateral: points lie off their true rays (timing or frame, not range noise).
+- gross: the median itself lies beyond +-64 sigma: a wrong frame, unit or pairing.
 - rate, dropout, latency: the stamps' period, the count, the delays, as measured.
 """
 
@@ -81,6 +82,17 @@ def _diagnose_series(sensor: dict, series: str, names: dict[str, str]) -> None:
     if not failed:
         return
     explained = False
+    if rob.get("outside_grid") and rob.get("median") is None:
+        add_diagnosis(
+            sensor,
+            "gross",
+            f"{series}: {rob['outside_grid']} of {rob['n']} errors lie beyond the histogram "
+            "(+-64 sigma of the configured bias), the median among them: the samples are "
+            "grossly misplaced (a wrong frame, unit or pairing), not noisy",
+            "median of the fixed-memory histogram outside its grid",
+            failed,
+        )
+        return
     n, k = rob.get("n") or 0, rob.get("outliers")
     frac0, share = rob.get("normal_outlier_fraction"), rob.get("outlier_share_of_sq")
     rs = rob.get("robust_sigma")

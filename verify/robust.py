@@ -189,8 +189,10 @@ def robust_summary(h: Histogram, level: float, group: int | None = None) -> dict
     out_n = float(h.outside.sum() if group is None else h.outside[group])
     n = n_in + out_n
     res = {"n": int(n), "resolution": h.width}
-    if n < 2 or n_in == 0:
+    if n < 2:
         return res | {"median": None}
+    if n_in == 0:
+        return res | {"median": None, "outside_grid": int(out_n)}
     c = h.centres()
     low = float(h.below.sum() if group is None else h.below[group])
     a = (1 - level) / 2
