@@ -204,3 +204,21 @@ def test_conforming_imu_fails_in_at_most_5_percent_of_runs_with_holm() -> None:
     # a true family-wise rate of 5 % exceeds this bound with probability below 1e-3
     assert fails <= binom.ppf(0.999, runs, 0.05), (fails, raw)
     assert raw > 2 * fails  # each metric at its own level: conforming runs fail far more often
+
+
+def test_lidar_memory_does_not_grow_with_the_run() -> None:
+    """Issue 17: every accumulated array has a size fixed by the spec, and the kept sample is
+    bounded and spread over the whole run."""
+    res = robust.Reservoir(size=1000)
+    for k in range(100):
+        res.add(np.full(500, k))
+    v = res.values()
+    assert 500 <= v.size <= 1000 and v.min() == 0 and v.max() >= 95
+    spec = lidar_spec()
+    acc = LidarAccumulator("lidar", spec, LEVEL, 1.0)
+    dirs = spec.directions().astype(np.float32)
+    sizes = []
+    for k in range(3):
+        acc.add(Pair(k, k, 10 * dirs, 10.01 * dirs))
+        sizes.append(acc.hist.counts.nbytes + acc.ring_hist.counts.nbytes + acc.ring_sums.nbytes)
+    assert sizes[0] == sizes[-1] and acc.errors == []
