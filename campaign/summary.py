@@ -22,7 +22,10 @@ from scipy.stats import binom, binomtest, norm
 
 VERDICTS = ("pass", "inconclusive", "fail", "not_applicable")
 NOT_RAN = ("crashed", "error", "not_run")
-COVERAGE_SKIP = {"latency_max_ms": "the configured value is a bound on the maximum, not its mean"}
+COVERAGE_SKIP = {
+    "latency_max_ms": "the configured value is a bound on the maximum, not its mean",
+    "range_lateral_rms": "the configured 0 is the ideal; rounding and deskew leave ~0.1 mm",
+}
 
 
 def cell_reports(out: Path, records: list[dict]) -> dict[str, dict]:

@@ -138,8 +138,9 @@ def test_ground_truth_files_and_manifest(short_run: Path) -> None:
 
 def test_report_files_and_keys(short_run: Path) -> None:
     report = json.loads((short_run / "report" / "report.json").read_text())
-    assert set(report) == {"run", "confidence", "sensors", "verdict"}
+    assert set(report) == {"run", "confidence", "family", "sensors", "verdict"}
     assert report["confidence"] == 0.95
+    assert report["family"]["method"] == "holm" and report["family"]["alpha"] == 0.05
     assert {"backend", "seed", "complete", "spec", "world"} <= set(report["run"])
     m = report["sensors"]["lidar"]["metrics"]
     for name in (
@@ -149,8 +150,10 @@ def test_report_files_and_keys(short_run: Path) -> None:
         "sample_dropout",
         "latency_ms",
         "rate_hz",
+        "range_lateral_rms",
     ):
         assert {"measured", "ci", "configured", "tolerance", "verdict", "n"} <= set(m[name])
+        assert m[name]["family"]["family_size"] == report["family"]["size"]
     assert m["range_std"]["configured"] == 0.02
     assert m["range_std"]["ci"][0] <= 0.02 <= m["range_std"]["ci"][1]
     assert {"accel_bias_x", "gyro_std_z"} <= set(report["sensors"]["imu"]["metrics"])

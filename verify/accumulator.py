@@ -18,9 +18,13 @@ from scipy.stats import binom
 from simconform.verify import stats
 from simconform.verify import tolerances as tl
 from simconform.verify.pairing import Pair, Unpaired
+from simconform.verify.robust import robust_of_array
 
 
-def metric(est: stats.Estimate, configured: float, band, unit: str, **extra) -> dict:
+def metric(est: stats.Estimate, configured: float, band, unit: str, refit=None, **extra) -> dict:
+    """A metric entry. `refit(level) -> Estimate` recomputes the interval at another level:
+    the family-wise step (verify/family.py) uses it to find the level at which a FAIL holds;
+    Accumulator.metrics() moves it out of the entry."""
     out = {
         "measured": _f(est.value),
         "ci": [_f(est.ci[0]), _f(est.ci[1])],
@@ -31,11 +35,22 @@ def metric(est: stats.Estimate, configured: float, band, unit: str, **extra) -> 
         "unit": unit,
     }
     out.update(extra)
+    if refit is not None:
+        out["_refit"] = refit
     return out
 
 
 def not_applicable(reason: str, unit: str = "") -> dict:
     return {"verdict": "not_applicable", "reason": reason, "unit": unit}
+
+
+def _num(v):
+    """JSON-ready robust entry: floats finite or None, anything else as is."""
+    if isinstance(v, (float, np.floating)):
+        return _f(v)
+    if isinstance(v, np.integer):
+        return int(v)
+    return v
 
 
 def _f(v) -> float | None:
@@ -83,6 +98,7 @@ class Accumulator:
         self.log_ns: list[int] = []
         self.samples: dict[str, dict] = {}  # error arrays for plots: field -> {errors, sigma, bias}
         self.gaps: list = []  # verify.integrity.Gap: spans of the bag that are lost or damaged
+        self.refits: dict = {}  # metric -> refit(level), filled by metrics()
 
     def crosses_gap(self, a_ns: int, b_ns: int) -> bool:
         """Whether a gap of the bag lies between two samples (log or capture times)."""
@@ -106,10 +122,15 @@ class Accumulator:
     def metrics(self) -> dict[str, dict]:
         out = self.field_metrics()
         out.update(self.common_metrics())
+        self.refits = {k: m.pop("_refit") for k, m in out.items() if "_refit" in m}
         return out
 
     def field_metrics(self) -> dict[str, dict]:
         raise NotImplementedError
+
+    def details(self) -> dict:
+        """Sensor-level report entries beside the metrics (e.g. the lidar's `breakdown`)."""
+        return {}
 
     def common_metrics(self) -> dict[str, dict]:
         s, tol, lv = self.spec, self.spec.tolerances, self.level
@@ -120,6 +141,7 @@ class Accumulator:
                 s.dropout.sample,
                 tl.dropout_band(s.dropout.sample, tol),
                 "1",
+                refit=lambda a: stats.wilson(n_truth - n_pub, n_truth, a),
             )
         }
         if n_pub == 0:
@@ -129,12 +151,20 @@ class Accumulator:
         lat = (np.asarray(self.log_ns) - np.asarray(self.pub_stamps)) / 1e6
         mean_ms = s.latency.fixed_ms  # symmetric truncation: the jitter has mean zero
         out["latency_ms"] = metric(
-            stats.mean_ci(lat, lv), mean_ms, tl.latency_band(mean_ms, tol), "ms"
+            stats.mean_ci(lat, lv),
+            mean_ms,
+            tl.latency_band(mean_ms, tol),
+            "ms",
+            refit=lambda a: stats.mean_ci(lat, a),
         )
         for q, key in ((0.5, "latency_p50_ms"), (0.95, "latency_p95_ms")):
             expect = tl.latency_quantile_ms(s.latency, q)
             out[key] = metric(
-                quantile_estimate(lat, q, lv), expect, tl.latency_band(expect, tol), "ms"
+                quantile_estimate(lat, q, lv),
+                expect,
+                tl.latency_band(expect, tol),
+                "ms",
+                refit=lambda a, q=q: quantile_estimate(lat, q, a),
             )
         mx = float(lat.max())
         bound = tl.latency_max_ms(s.latency)
@@ -144,15 +174,29 @@ class Accumulator:
             (0.0, tl.latency_band(bound, tol)[1]),
             "ms",
         )
-        rate = tl.expected_rate(s.rate_hz, s.dropout.sample)
-        logs = np.sort(np.asarray(self.log_ns, dtype=np.int64))
-        if self.gaps:  # only the intervals between two samples on the same side of every gap
-            keep = [not self.crosses_gap(int(a), int(b)) for a, b in itertools.pairwise(logs)]
-            est = stats.rate_from_intervals(np.diff(logs)[np.asarray(keep, dtype=bool)], lv)
-        else:
-            est = stats.rate_from_stamps(logs, lv)
-        out["rate_hz"] = metric(est, rate, tl.relative_band(rate, tol.rate_rel), "Hz")
+        out["rate_hz"] = self.rate_metric()
         return out
+
+    def rate_metric(self) -> dict:
+        """The rate from the published capture stamps' period (stats.rate_from_periods), judged
+        against the spec's rate: dropped samples are sample_dropout's, not the rate's."""
+        s, lv = self.spec, self.level
+        st = np.unique(np.asarray(self.pub_stamps, dtype=np.int64))
+        pairs = np.diff(st)
+        if self.gaps:  # only the intervals between two samples on the same side of every gap
+            late = round(tl.latency_max_ms(s.latency) * 1e6)  # a stamp is logged up to late after
+            keep = [not self.crosses_gap(int(a), int(b) + late) for a, b in itertools.pairwise(st)]
+            pairs = pairs[np.asarray(keep, dtype=bool)]
+        est, jitter, dropped = stats.rate_from_periods(pairs, lv)
+        return metric(
+            est,
+            s.rate_hz,
+            tl.relative_band(s.rate_hz, s.tolerances.rate_rel),
+            "Hz",
+            refit=lambda a: stats.rate_from_periods(pairs, a)[0],
+            period_jitter_ms=_f(jitter * 1e3),
+            intervals_with_drops=dropped,
+        )
 
     def scalar_metrics(
         self,
@@ -179,23 +223,47 @@ class Accumulator:
                 bias,
                 tl.bias_band(bias, sigma, tol),
                 unit,
+                refit=lambda a: stats.mean_ci(e, a, extra_var_of_mean=extra),
             )
         }
         if walk > 0:
-            std = stats.std_from_pair_differences(e, lv, walk_var_per_step=walk**2 * dt)
+
+            def std_at(a: float) -> stats.Estimate:
+                return stats.std_from_pair_differences(e, a, walk_var_per_step=walk**2 * dt)
+
             white = (np.diff(e)[::2] / np.sqrt(2.0)) if len(e) > 1 else e
         else:
-            std = stats.std_ci(e, lv)
+
+            def std_at(a: float) -> stats.Estimate:
+                return stats.std_ci(e, a)
+
             white = e
-        out[f"{quantity}_std{sfx}"] = metric(std, sigma, tl.sigma_band(sigma, tol), unit)
+        std = std_at(lv)
+        rob = robust_of_array(e, sigma, lv, centre=bias)
+        out[f"{quantity}_std{sfx}"] = metric(
+            std,
+            sigma,
+            tl.sigma_band(sigma, tol),
+            unit,
+            refit=std_at,
+            robust={k: _num(v) for k, v in rob.items()},
+        )
         rmse = tl.rmse_expected(bias, sigma, walk, t_span)
         out[f"{quantity}_rmse{sfx}"] = metric(
-            stats.rmse_ci(e, lv), rmse, tl.relative_band(rmse, tol.sigma_rel), unit
+            stats.rmse_ci(e, lv),
+            rmse,
+            tl.relative_band(rmse, tol.sigma_rel),
+            unit,
+            refit=lambda a: stats.rmse_ci(e, a),
         )
         if walk > 0:
             est = stats.allan_walk(e, dt, white_sigma=float(std.value), level=lv)
             out[f"{quantity}_walk{sfx}"] = metric(
-                est, walk, tl.relative_band(walk, tol.walk_rel), f"{unit}/sqrt(s)"
+                est,
+                walk,
+                tl.relative_band(walk, tol.walk_rel),
+                f"{unit}/sqrt(s)",
+                refit=lambda a: stats.allan_walk(e, dt, white_sigma=float(std.value), level=a),
             )
         out[f"{quantity}_normality{sfx}"] = normality(white, f"{quantity}{sfx}")
         return out

@@ -11,9 +11,9 @@ import numpy as np
 from simconform.bag.messages import cloud_arrays, odom_pose
 from simconform.pipeline.noise import se2_increment
 from simconform.spec import CameraSpec, GnssSpec, ImuSpec, LidarSpec, OdomSpec
-from simconform.verify import stats
+from simconform.verify import robust, stats
 from simconform.verify import tolerances as tl
-from simconform.verify.accumulator import Accumulator, metric, not_applicable
+from simconform.verify.accumulator import Accumulator, metric, normality, not_applicable
 from simconform.verify.pairing import Pair, Unpaired
 
 AXES = ("x", "y", "z")
@@ -23,18 +23,58 @@ PLANAR = ("x", "y", "yaw")
 
 def along_ray(delta: np.ndarray, nominal: np.ndarray) -> np.ndarray:
     """|delta| (N, 3) signed by its direction along the nominal rays (N, 3): positive when the
-    point lies farther along the ray. The lidar range error of the verifier, and the per-ray
-    difference compare uses between two engines (so both mean the same)."""
+    point lies farther along the ray. The per-ray difference compare uses between two engines'
+    points (a displacement in any direction is a disagreement there); the verifier's range
+    error is `range_and_lateral`."""
     sign = np.sign(np.einsum("ij,ij->i", delta, nominal))
     return np.linalg.norm(delta, axis=1) * np.where(sign == 0, 1.0, sign)
 
 
+def range_and_lateral(
+    published: np.ndarray, truth: np.ndarray, nominal: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(range error, lateral misplacement) of published points against their true points
+    (N, 3 each, sensor frame): the range error is the displacement projected on the true ray
+    (the sensor frame's origin to the true point; the nominal ray where that has no length),
+    as a lidar measures range; the lateral misplacement is what is left, across the ray (>= 0).
+    A conforming sensor moves points along their rays only; timing errors move them sideways."""
+    t = truth.astype(np.float64)
+    delta = published.astype(np.float64) - t
+    r = np.linalg.norm(t, axis=1)
+    u = np.where((r > 0)[:, None], t / np.where(r > 0, r, 1.0)[:, None], nominal)
+    e = np.einsum("ij,ij->i", delta, u)
+    lateral = np.linalg.norm(delta - e[:, None] * u, axis=1)
+    return e, lateral
+
+
+SECTORS = 12  # azimuth sectors of the breakdown (30 deg each)
+
+
 class LidarAccumulator(Accumulator):
-    """Range error along each ray and per-point dropout, over every published sweep."""
+    """Range error along each true ray, lateral misplacement and per-point dropout over every
+    published sweep, in memory that does not grow with the run (verify/robust.py): moments,
+    a fine histogram for the robust statistics, per-ring and per-sector sums and histograms,
+    and a bounded sample for the normality test and plots. KEEP_ERRORS keeps every sweep's
+    errors too (compare bootstraps whole captures)."""
+
+    KEEP_ERRORS = False
 
     def __init__(self, name: str, spec: LidarSpec, level: float, duration_s: float) -> None:
         super().__init__(name, spec, level, duration_s)
         self.nominal = spec.directions()
+        rings, cols = self.nominal.shape[:2]
+        n = spec.noise.range
+        scale = n.sigma if n.sigma > 0 else 1e-3
+        self.sector_of = (np.arange(cols) * SECTORS) // cols
+        self.moments = robust.Moments(n.bias)
+        self.lateral = robust.Moments(0.0)
+        self.hist = robust.Histogram(n.bias, scale)
+        group = {"per_scale": robust.GROUP_BINS_PER_SCALE, "span": robust.GROUP_SPAN}
+        self.ring_hist = robust.Histogram(n.bias, scale, rings, **group)
+        self.sector_hist = robust.Histogram(n.bias, scale, SECTORS, **group)
+        self.ring_sums = np.zeros((4, rings))  # n, sum y, sum y^2 (y = e - bias), sum lateral^2
+        self.sector_sums = np.zeros((4, SECTORS))
+        self.sample = robust.Reservoir()
         self.errors: list[np.ndarray] = []
         self.finite_truth = 0
         self.lost = 0
@@ -58,23 +98,147 @@ class LidarAccumulator(Accumulator):
         self.finite_truth += int(tf.sum())
         self.lost += int((tf & ~pf).sum())
         self.spurious += int((~tf & pf).sum())
-        delta = pub[both].astype(np.float64) - truth[both].astype(np.float64)
-        self.errors.append(along_ray(delta, self.nominal[both]))
+        e, lat = range_and_lateral(pub[both], truth[both], self.nominal[both])
+        ring, col = np.nonzero(both)
+        sector = self.sector_of[col]
+        self.moments.add(e)
+        self.lateral.add(lat)
+        self.hist.add(e)
+        self.ring_hist.add(e, ring)
+        self.sector_hist.add(e, sector)
+        y = e - self.moments.shift
+        for sums, g in ((self.ring_sums, ring), (self.sector_sums, sector)):
+            for k, w in enumerate((None, y, y * y, lat * lat)):
+                sums[k] += np.bincount(g, weights=w, minlength=sums.shape[1])
+        self.sample.add(e)
+        if self.KEEP_ERRORS:
+            self.errors.append(e)
 
     def field_metrics(self) -> dict[str, dict]:
-        s = self.spec
-        e = np.concatenate(self.errors) if self.errors else np.zeros(0)
+        s, lv, tol = self.spec, self.level, self.spec.tolerances
         n = s.noise.range
-        out = self.scalar_metrics("range", "", e, n.bias, n.sigma, "m")
+        sample = self.sample.values()
+        self.samples["range"] = {"errors": sample, "sigma": n.sigma, "bias": n.bias, "unit": "m"}
+        if self.moments.n < 3:
+            out = {"range_bias": not_applicable("fewer than 3 paired points", "m")}
+        else:
+            skew, kurt = self.moments.shape()
+            rob = robust.robust_summary(self.hist, lv) | {
+                "skewness": skew,
+                "excess_kurtosis": kurt,
+            }
+            out = {
+                "range_bias": metric(
+                    self.moments.mean_ci(lv),
+                    n.bias,
+                    tl.bias_band(n.bias, n.sigma, tol),
+                    "m",
+                    refit=self.moments.mean_ci,
+                ),
+                "range_std": metric(
+                    self.moments.std_ci(lv),
+                    n.sigma,
+                    tl.sigma_band(n.sigma, tol),
+                    "m",
+                    refit=self.moments.std_ci,
+                    robust=_clean(rob),
+                ),
+            }
+            rmse = tl.rmse_expected(n.bias, n.sigma)
+            out["range_rmse"] = metric(
+                self.moments.rmse_ci(lv),
+                rmse,
+                tl.relative_band(rmse, tol.sigma_rel),
+                "m",
+                refit=self.moments.rmse_ci,
+            )
+            out["range_lateral_rms"] = metric(
+                self.lateral.rmse_ci(lv),
+                0.0,
+                tl.lateral_band(n.sigma, tol),
+                "m",
+                refit=self.lateral.rmse_ci,
+            )
+            out["range_normality"] = normality(sample, "range")
         p = s.dropout.point
         out["point_dropout"] = metric(
             stats.wilson(self.lost, self.finite_truth, self.level),
             p,
             tl.dropout_band(p, s.tolerances),
             "1",
+            refit=lambda a: stats.wilson(self.lost, self.finite_truth, a),
             spurious_points=self.spurious,
         )
         return out
+
+    def details(self) -> dict:
+        """Per-ring and per-azimuth-sector breakdown of the range error (report `breakdown`)."""
+        if self.moments.n < 3:
+            return {}
+        rob = robust.robust_summary(self.hist, self.level)
+        med, sig = rob.get("median"), rob.get("robust_sigma")
+        elev = np.rad2deg(self.spec.rings.elevations())
+        rows = {}
+        for key, sums, h, label in (
+            ("per_ring", self.ring_sums, self.ring_hist, lambda i: {"elevation_deg": elev[i]}),
+            (
+                "per_sector",
+                self.sector_sums,
+                self.sector_hist,
+                lambda i: {"azimuth_deg": [i * 360 / SECTORS, (i + 1) * 360 / SECTORS]},
+            ),
+        ):
+            out_frac = (
+                robust.outliers_by_group(h, med, sig)
+                if med is not None and sig
+                else np.full(sums.shape[1], np.nan)
+            )
+            rows[key] = [
+                _clean({"index": i, **label(i)} | _group_row(sums[:, i], self.moments.shift))
+                | {"outlier_fraction": _num(out_frac[i])}
+                for i in range(sums.shape[1])
+            ]
+        return {
+            "breakdown": rows
+            | {
+                "k_outlier": robust.K_OUTLIER,
+                "outlier_resolution": self.ring_hist.width,
+                "sectors": SECTORS,
+            }
+        }
+
+
+def _group_row(s: np.ndarray, shift: float) -> dict:
+    n = s[0]
+    if n < 2:
+        return {"n": int(n)}
+    mean = s[1] / n
+    var = max(s[2] - n * mean * mean, 0.0) / (n - 1)
+    return {
+        "n": int(n),
+        "bias": shift + mean,
+        "std": float(np.sqrt(var)),
+        "rmse": float(np.sqrt((s[2] + 2 * shift * s[1] + n * shift * shift) / n)),
+        "lateral_rms": float(np.sqrt(s[3] / n)),
+    }
+
+
+def _num(v) -> float | None:
+    v = float(v)
+    return v if np.isfinite(v) else None
+
+
+def _clean(d: dict) -> dict:
+    """JSON-ready: numpy scalars to float, NaN to None."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, (float, np.floating)):
+            out[k] = _num(v)
+        elif isinstance(v, (np.integer,)):
+            out[k] = int(v)
+        else:
+            out[k] = v
+    return out
 
 
 class VectorAccumulator(Accumulator):

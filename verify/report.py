@@ -37,6 +37,8 @@ def rows(report: dict):
             ci = f"[{fmt(m['ci'][0])}, {fmt(m['ci'][1])}]"
             tol = f"[{fmt(m['tolerance'][0])}, {fmt(m['tolerance'][1])}]"
             note = f"n = {m['n']}"
+            note += robust_note(m.get("robust"))
+            note += family_note(m.get("family"))
             if "predicted" in m:
                 note += f"; predicted after clamp/round/encode {fmt(m['predicted'])}"
             if m.get("note"):
@@ -58,6 +60,91 @@ def rows(report: dict):
                 m["unit"],
                 note,
             )
+
+
+def robust_note(rob: dict | None) -> str:
+    """Median, robust sigma, trimmed sigma and outliers beside a std (verify/robust.py)."""
+    if not rob or rob.get("median") is None:
+        return ""
+    out = f"; median {fmt(rob['median'])}, robust sigma {fmt(rob.get('robust_sigma'))}"
+    if rob.get("trimmed_sigma") is not None:
+        out += f", {100 * rob['trim']:g} %-trimmed sigma {fmt(rob['trimmed_sigma'])}"
+    if rob.get("outlier_fraction") is not None:
+        out += (
+            f", {100 * rob['outlier_fraction']:.3g} % beyond {rob['k_outlier']:g} robust "
+            f"sigma ({100 * (rob.get('outlier_share_of_sq') or 0):.0f} % of the squared error)"
+        )
+    return out
+
+
+def family_note(fam: dict | None) -> str:
+    """The levels a FAIL was judged at (verify/family.py), where they differ from the raw."""
+    if not fam:
+        return ""
+    out = f"; level {fmt(fam['raw_level'])} raw, {fmt(fam['adjusted_level'])} Holm"
+    if fam.get("ci_at_adjusted_level"):
+        lo, hi = fam["ci_at_adjusted_level"]
+        out += f" (CI there [{fmt(lo)}, {fmt(hi)}])"
+    return out
+
+
+def family_lines(report: dict) -> list[str]:
+    fam = report.get("family")
+    if not fam:
+        return []
+    return [
+        f"Family-wise control: Holm over the {fam['size']} judged metrics of this report at "
+        f"alpha {fmt(fam['alpha'])}: a metric FAILs only where its interval at its "
+        "Holm-adjusted level lies wholly outside the tolerance (each row's note gives the raw "
+        "and adjusted level); a FAIL at the raw level only is reported INCONCLUSIVE. "
+        f"FAILs: {fam['fails']}."
+    ]
+
+
+def diagnosis_lines(report: dict) -> list[str]:
+    out = []
+    for name, sensor in report["sensors"].items():
+        for d in sensor.get("diagnosis", []):
+            out.append(f"- **{name}: {d['cause']}**: {d['evidence']} (test: {d['test']})")
+    return (["## Diagnosis", "", *out, ""]) if out else []
+
+
+def diagnosis_html(report: dict) -> list[str]:
+    return [
+        f"diagnosis, {name}: {d['cause']}: {d['evidence']}"
+        for name, sensor in report["sensors"].items()
+        for d in sensor.get("diagnosis", [])
+    ]
+
+
+def breakdown_lines(report: dict) -> list[str]:
+    """Per-ring and per-sector tables of each lidar's range error."""
+    out = []
+    for name, sensor in report["sensors"].items():
+        b = sensor.get("breakdown")
+        if not b:
+            continue
+        out += [
+            f"## {name}: range error per ring and azimuth sector",
+            "",
+            f"outliers: beyond {fmt(b['k_outlier'])} robust sigmas of the global median "
+            f"(resolution {fmt(b['outlier_resolution'])} m)",
+            "",
+            "| group | angle (deg) | n | bias | std | lateral RMS | outliers |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for key, label in (("per_ring", "ring"), ("per_sector", "sector")):
+            for r in b[key]:
+                ang = r.get("elevation_deg", r.get("azimuth_deg"))
+                ang = f"{ang[0]:g}-{ang[1]:g}" if isinstance(ang, list) else fmt(ang)
+                frac = r.get("outlier_fraction")
+                out.append(
+                    f"| {label} {r['index']} | {ang} | {r['n']} | {fmt(r.get('bias'))} | "
+                    f"{fmt(r.get('std'))} | {fmt(r.get('lateral_rms'))} | "
+                    f"{'-' if frac is None else f'{100 * frac:.3g} %'} |"
+                )
+        out.append("")
+    return out
 
 
 def scope_note(report: dict) -> str:
@@ -138,6 +225,7 @@ def markdown(report: dict, plots: list[str]) -> str:
         "",
         "pass: the whole confidence interval lies inside the tolerance; fail: it lies "
         "wholly outside; inconclusive: it straddles a bound (more data needed).",
+        *family_lines(report),
         "",
     ]
     out.append(
@@ -147,6 +235,8 @@ def markdown(report: dict, plots: list[str]) -> str:
     for s, m, c, me, ci, tol, v, unit, note in rows(report):
         out.append(f"| {s} | {m} | {c} | {me} | {ci} | {tol} | {unit} | {SYMBOL[v]} | {note} |")
     out.append("")
+    out += diagnosis_lines(report)
+    out += breakdown_lines(report)
     for p in plots:
         out.append(f"![{p}]({p})")
     return "\n".join(out) + "\n"
@@ -166,7 +256,10 @@ def html_page(report: dict, plots: list[str]) -> str:
             f"<tr>{vals}<td style='color:{colour[v]};font-weight:bold'>{SYMBOL[v]}</td>"
             f"<td>{html.escape(note)}</td></tr>"
         )
-    head = "".join(f"<li>{html.escape(x)}</li>" for x in header_lines(report))
+    head = "".join(
+        f"<li>{html.escape(x)}</li>"
+        for x in header_lines(report) + family_lines(report) + diagnosis_html(report)
+    )
     imgs = "".join(
         f"<figure><img src='{html.escape(p)}' style='max-width:100%'></figure>" for p in plots
     )

@@ -17,6 +17,18 @@ def bias_band(bias: float, sigma: float, tol: Tolerances) -> tuple[float, float]
     return (bias - half, bias + half)
 
 
+LATERAL_FLOOR_M = 1e-4  # float32 points at 100 m round by ~4e-6 m: well below this
+
+
+def lateral_band(sigma: float, tol: Tolerances) -> tuple[float, float]:
+    """RMS of a lidar point's displacement across its true ray: ~0 for a conforming sensor
+    (range noise moves a point along its ray). The spec has no angular noise, so it gets the
+    systematic error the spec allows along the ray, the bias band's half-width (`bias_abs`, or
+    bias_sigma_rel x sigma), with a 0.1 mm floor for a noise-free spec."""
+    half = tol.bias_abs if tol.bias_abs is not None else tol.bias_sigma_rel * sigma
+    return (0.0, max(half, LATERAL_FLOOR_M))
+
+
 def relative_band(value: float, rel: float) -> tuple[float, float]:
     return (value * (1 - rel), value * (1 + rel))
 

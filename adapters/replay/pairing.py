@@ -31,6 +31,7 @@ class PairStats:
     _sum: float = 0.0
     _sum_sq: float = 0.0
     _max: float = 0.0
+    _count: int = 0  # residuals summed: the paired points (a duplicate ray's extra point is not)
     _kept: list = field(default_factory=list)
     _stride: int = 1
     _n_kept: int = 0
@@ -38,6 +39,7 @@ class PairStats:
     def add_residuals(self, angle: np.ndarray) -> None:
         if angle.size == 0:
             return
+        self._count += angle.size
         self._sum += float(angle.sum())
         self._sum_sq += float(angle @ angle)
         self._max = max(self._max, float(angle.max()))
@@ -50,7 +52,7 @@ class PairStats:
 
     def summary(self, ring_bin_deg: float | None, column_bin_deg: float) -> dict:
         finite = self.received - self.nonfinite
-        judged = self.paired  # residuals are added for paired points only (not duplicates)
+        judged = self._count
         res = np.concatenate(self._kept) if self._kept else np.zeros(0)
         deg = float(np.rad2deg(1.0))
 

@@ -38,6 +38,8 @@ def _error_accumulators() -> tuple[type, type]:
     class LidarErrors(LidarAccumulator):
         """The verifier's lidar accumulator, remembering which capture each error came from."""
 
+        KEEP_ERRORS = True  # the bootstrap resamples whole captures
+
         def __init__(self, *args: Any) -> None:
             super().__init__(*args)
             self.per: list[tuple[int, int, int]] = []  # stamp, lost, finite truth
