@@ -117,7 +117,7 @@ def _run(cell: Cell, spec, world, trajectory, out: Path) -> tuple[str, bool]:
     if cell.localize:  # before verify, so the cell's report shows it
         from simconform.downstream.localize import LocalizeConfig, localize
 
-        localize(LocalizeConfig(result.out))
+        localize(LocalizeConfig(result.out, reverify=False))
     report = verify_run(result.out, cell.confidence)
     return report["verdict"], bool(report["run"]["complete"])
 

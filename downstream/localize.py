@@ -31,6 +31,7 @@ class LocalizeConfig:
     segment_m: float = 100.0
     force: bool = False
     write: bool = True  # into `out`, or RUN/localization/ when out is None
+    reverify: bool = True  # after writing into RUN/localization/, rewrite RUN/report/
 
 
 def _lidar(spec: Spec, name: str | None, run_dir: Path) -> str:
@@ -101,7 +102,21 @@ def localize(cfg: LocalizeConfig) -> dict:
         out = None if cfg.out is None else Path(cfg.out)
         where = write_localization(out, run_dir, cfg.force, report, ev, est, truth.at(t), t)
         report["written_to"] = str(where)
+        if out is None and cfg.reverify:  # the run's report shows it (campaign cells verify next)
+            from simconform.verify.verifier import verify_run
+
+            verify_run(run_dir, _confidence(run_dir))
     return report
+
+
+def _confidence(run_dir: Path) -> float:
+    """The level the run's report was made at (0.95 when it has none)."""
+    import json
+
+    try:
+        return float(json.loads((run_dir / "report" / "report.json").read_text())["confidence"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0.95
 
 
 def _mount(s: LidarSpec) -> tuple:

@@ -185,3 +185,20 @@ def test_campaign_localizes_every_cell_and_plots_ape_against_the_variants(street
     assert (out / "plots" / "localization.png").stat().st_size > 5_000
     cell = out / "cells" / "reference-s1-noise3x-street"
     assert json.loads((cell / "localization" / "localization.json").read_text())["sweeps"] > 50
+
+
+def test_localize_into_the_run_adds_a_section_to_its_report(street_run: Path) -> None:
+    """Without --out the result lands in RUN/localization/ and the run's report shows it."""
+    res = cli("localize", str(street_run))
+    assert res.returncode == 0, res.stdout + res.stderr
+    loc = json.loads((street_run / "localization" / "localization.json").read_text())
+    report = json.loads((street_run / "report" / "report.json").read_text())
+    assert report["localization"]["ape_rmse_m"] == loc["ape_rmse_m"]
+    md = (street_run / "report" / "report.md").read_text()
+    assert "## Localization" in md and "kiss-icp on /lidar/points" in md
+    assert "Localization: kiss-icp" in (street_run / "report" / "report.html").read_text()
+    again = cli("verify", str(street_run))  # a later verify keeps it
+    assert (
+        again.returncode in (0, 1)
+        and "## Localization" in (street_run / "report" / "report.md").read_text()
+    )

@@ -218,6 +218,23 @@ def engine_noise_lines(report: dict) -> list[str]:
     return lines
 
 
+def localization_lines(report: dict) -> list[str]:
+    """`simconform localize`'s summary (RUN/localization/), when it ran."""
+    loc = report.get("localization")
+    if not loc:
+        return []
+    rpe = loc.get("rpe_trans_pct")
+    rpe_txt = "n/a" if rpe is None else f"{rpe:.3g} % per {loc.get('rpe_segment_m') or 0:.3g} m"
+    return [
+        "## Localization",
+        "",
+        f"Localization: {loc['odometry']} on {loc['topic']}: APE RMSE {loc['ape_rmse_m']:.3g} m "
+        f"over {loc['path_length_m']:.1f} m ({loc['drift_pct']:.3g} %), RPE {rpe_txt}; "
+        f"verdict {loc['verdict']} (../localization/localization.md)",
+        "",
+    ]
+
+
 def markdown(report: dict, plots: list[str]) -> str:
     out = [f"# simconform report: {SYMBOL[report['verdict']]}{scope_note(report)}", ""]
     out += [f"- {line}" for line in header_lines(report)]
@@ -236,6 +253,7 @@ def markdown(report: dict, plots: list[str]) -> str:
         out.append(f"| {s} | {m} | {c} | {me} | {ci} | {tol} | {unit} | {SYMBOL[v]} | {note} |")
     out.append("")
     out += diagnosis_lines(report)
+    out += localization_lines(report)
     out += breakdown_lines(report)
     for p in plots:
         out.append(f"![{p}]({p})")
@@ -260,6 +278,7 @@ def html_page(report: dict, plots: list[str]) -> str:
         f"<li>{html.escape(x)}</li>"
         for x in header_lines(report) + family_lines(report) + diagnosis_html(report)
     )
+    head += "".join(f"<li>{html.escape(x)}</li>" for x in localization_lines(report)[2:])
     imgs = "".join(
         f"<figure><img src='{html.escape(p)}' style='max-width:100%'></figure>" for p in plots
     )

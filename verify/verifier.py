@@ -148,6 +148,7 @@ def verify_run(run_dir: Path, level: float = 0.95, write: bool = True) -> dict:
         "sensors": sensors,
         "verdict": overall(sensors),
     }
+    _localization(run_dir, report)
     if write:
         from simconform.outdir import io_error, update
         from simconform.verify.report import write_reports
@@ -160,6 +161,22 @@ def verify_run(run_dir: Path, level: float = 0.95, write: bool = True) -> dict:
                 raise io_error(run_dir, exc, " (the report)") or exc from None
             out.seal()
     return report
+
+
+def _localization(run_dir: Path, report: dict) -> None:
+    """RUN/localization/ (simconform localize): its summary joins the report, and a FAIL of
+    the spec's `localization:` tolerance fails the run."""
+    import json
+
+    path = run_dir / "localization" / "localization.json"
+    try:
+        loc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    keys = ("odometry", "topic", "ape_rmse_m", "rpe_trans_pct", "rpe_segment_m", "path_length_m")
+    report["localization"] = {k: loc.get(k) for k in (*keys, "drift_pct", "verdict")}
+    if loc.get("verdict") == "FAIL":
+        report["verdict"] = "fail"
 
 
 def _open_bag(run_dir: Path, manifest: dict) -> SourceBag:
