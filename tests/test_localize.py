@@ -109,9 +109,9 @@ def street_run(street: Path) -> Path:
 
 
 def test_localize_on_a_street(street_run: Path, tmp_path: Path) -> None:
-    """The command users run, default flags: KISS-ICP follows the street (measured 3.8 % of
-    the path, docs/localization.md; < 1 % is issue 19's goal for worlds/urban.yaml), and
-    every output is written."""
+    """The command users run, default flags: KISS-ICP follows the street (measured 1.9 % of
+    the path, docs/localization.md; < 1 % is issue 19's goal for worlds/urban.yaml; points
+    deskewed twice gave 8 %), and every output is written."""
     out = tmp_path / "loc"
     res = cli("localize", str(street_run), "--out", str(out))
     assert res.returncode == 0, res.stdout + res.stderr
@@ -120,7 +120,7 @@ def test_localize_on_a_street(street_run: Path, tmp_path: Path) -> None:
     assert r["sweeps"] >= 100 and r["sweeps_with_point_time"] == r["sweeps"]
     assert r["deskew"] is True and r["pose_instant"] == "each sweep's last point"
     assert 40 < r["path_length_m"] < 46
-    assert r["ape_rmse_m"] / r["path_length_m"] < 0.10, r  # lost track: 30-50 %
+    assert r["ape_rmse_m"] / r["path_length_m"] < 0.05, r  # lost track: 30-50 %
     assert r["rpe_trans_pct"] is not None and r["rpe_segment_m"] > 15
     assert r["verdict"] == "NOT DECLARED" and "APE RMSE" in (out / "localization.md").read_text()
     for f in ("trajectory.png", "ape_over_time.png"):
