@@ -99,7 +99,7 @@ class Moments:
         return stats.Estimate(math.sqrt(ss / (n - 1)), (math.sqrt(lo), math.sqrt(hi)), n, level)
 
     def rmse_ci(self, level: float) -> stats.Estimate:
-        """As stats.rmse_ci: t interval on mean(x^2), x = y + shift."""
+        """As stats.rmse_ci (stats.rmse_interval), x = y + shift."""
         n = self.n
         if n < 2:
             return stats.Estimate(math.nan, (math.nan, math.nan), n, level)
@@ -109,9 +109,7 @@ class Moments:
         sum_x4 = s4 + 4 * c * s3 + 6 * c * c * s2 + 4 * c**3 * s1 + n * c**4
         mean_sq = sum_x2 / n
         var_sq = max(sum_x4 - n * mean_sq * mean_sq, 0.0) / (n - 1)
-        half = float(sps.t.ppf(0.5 + level / 2, n - 1)) * math.sqrt(var_sq / n)
-        lo = math.sqrt(max(mean_sq - half, 0.0))
-        return stats.Estimate(math.sqrt(mean_sq), (lo, math.sqrt(mean_sq + half)), n, level)
+        return stats.rmse_interval(mean_sq, var_sq, n, level)
 
     def shape(self) -> tuple[float, float]:
         """(skewness, excess kurtosis); NaN for fewer than 4 samples or no spread."""
