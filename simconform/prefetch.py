@@ -46,15 +46,12 @@ def _init(
 
     BACKENDS.setdefault(backend, entry)
     from simconform.spec import load_spec
-    from simconform.trajectory import Trajectory, load_trajectory
+    from simconform.trajectory import load_trajectory
     from simconform.world import load_world
 
     w = load_world(world)
-    _trajectory = load_trajectory(trajectory, w, interpolation)
-    if epoch_s:  # on the run's clock (simconform.run.load_inputs)
-        t = _trajectory
-        shifted = t.times_ns + epoch_s * 1_000_000_000
-        _trajectory = Trajectory(shifted, t.positions, t.rotations, t.interpolation)
+    # on the run's clock (simconform.run.load_inputs)
+    _trajectory = load_trajectory(trajectory, w, interpolation).shifted(epoch_s)
     _backend = get_backend(backend, emulate)
     _backend.open(w, load_spec(spec))
 

@@ -117,9 +117,7 @@ def load_inputs(cfg: RunConfig) -> Inputs:
         epoch = 0 if traj.start_ns >= REAL_CLOCK_NS else DEFAULT_EPOCH_S
     if isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 <= epoch <= MAX_EPOCH_S:
         raise UserError(None, "--epoch", epoch, f"expected whole seconds in [0, {MAX_EPOCH_S}]")
-    if epoch:
-        shifted = traj.times_ns + epoch * 1_000_000_000
-        traj = Trajectory(shifted, traj.positions, traj.rotations, traj.interpolation)
+    traj = traj.shifted(epoch)
     start, end = traj.start_ns, traj.end_ns
     span_s = (end - start) / 1e9
     if cfg.duration is not None:

@@ -83,6 +83,13 @@ class Trajectory:
             self._rot_spline = RotationSpline(self._knots_s, rotations)
             self._knot_quat = rotations.as_quat()
 
+    def shifted(self, epoch_s: int) -> Trajectory:
+        """The same motion on a clock `epoch_s` whole seconds later (a run's bag clock)."""
+        if not epoch_s:
+            return self
+        times = self.times_ns + int(epoch_s) * 1_000_000_000
+        return Trajectory(times, self.positions, self.rotations, self.interpolation)
+
     def __len__(self) -> int:
         return len(self.times_ns)
 

@@ -70,13 +70,20 @@ def check_comparable(dir_a: Path, a: dict, dir_b: Path, b: dict) -> None:
         diff = _first_difference(_identity(a, key), _identity(b, key), key)
         if diff is not None:
             where, va, vb = diff
+            ea, eb = (int(m.get("epoch_s") or 0) for m in (a, b))
+            clock = (
+                f"; the runs are on different bag clocks (epoch {ea} s and {eb} s): rerun "
+                f"{dir_a} with --epoch {eb}"
+                if key in ("start_ns", "end_ns") and ea != eb
+                else ""
+            )
             raise UserError(
                 dir_b / "run.json",
                 where,
                 vb,
                 f"expected {_short(va)} as in {dir_a / 'run.json'}: compare needs runs of one "
                 "spec, world, trajectory, interpolation, seed and time span (only the backend "
-                "may differ)",
+                "may differ)" + clock,
             )
 
 

@@ -20,7 +20,8 @@ def gazebo_side(manifests: tuple[dict, dict]) -> int | None:
 
 
 def run_inputs(manifest: dict) -> tuple[World, Trajectory]:
-    """The run's world and its trajectory, interpolated as the run interpolated it."""
+    """The run's world and its trajectory, interpolated as the run interpolated it, on the
+    run's bag clock (run.json epoch_s)."""
     from simconform.provenance import sha256
     from simconform.trajectory import load_trajectory, run_interpolation
     from simconform.world import load_world
@@ -30,4 +31,5 @@ def run_inputs(manifest: dict) -> tuple[World, Trajectory]:
         if not p.is_file() or sha256(p) != manifest[key]:
             raise FileNotFoundError(f"{p} is missing or changed since the run")
     world = load_world(wpath)
-    return world, load_trajectory(tpath, world, run_interpolation(manifest))
+    traj = load_trajectory(tpath, world, run_interpolation(manifest))
+    return world, traj.shifted(int(manifest.get("epoch_s") or 0))  # on the bag's clock
