@@ -4,6 +4,9 @@ Every message is deserialized and checked (types, frames, stamp order, cloud lay
 before its published copy); the ground-truth poses become the motion (PoseStream); and the
 captures that get truth are chosen: those inside the ground truth's span, plus the dropped
 ones inferred from gaps in a sensor's stamps.
+
+Length: a little over our ~400 lines, because `Scan` is one pass over the bag whose checks share
+its state (per-topic stamps, frames, the pose stream); split, they would pass it all around.
 """
 
 from __future__ import annotations
