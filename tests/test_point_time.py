@@ -270,10 +270,15 @@ def test_manifest_says_how_point_times_were_read(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- our own bags
 
 
-def own_run(tmp: Path, preset: str, stamp_at: str = "start", seed: int = 5) -> Path:
-    """1 s of our own recording of the foreign sensor's drive, in one driver preset."""
+def own_run(
+    tmp: Path, preset: str, stamp_at: str = "start", seed: int = 5, noise: dict | None = None
+) -> Path:
+    """1 s of our own recording of the foreign sensor's drive, in one driver preset (`noise`:
+    another range noise than the spec's, to record a faulty sensor)."""
     spec = json.loads(json.dumps(SPEC))
     spec["sensors"]["lidar"].update(point_time=preset, header_stamp=stamp_at)
+    if noise is not None:
+        spec["sensors"]["lidar"]["noise"] = {"range": noise}
     write_yaml(tmp / f"spec-{preset}-{stamp_at}.yaml", spec)
     write_yaml(tmp / "world.yaml", WORLD)
     t = np.arange(0, 1_500_000_001, 10_000_000)
