@@ -41,6 +41,44 @@ WORLD = {
 }
 
 
+G = 9.80665
+IMU_SPEC = {
+    "type": "imu",
+    "rate_hz": 100,
+    "noise": {"accel": {"sigma": [0.02, 0.02, 0.02]}, "gyro": {"sigma": [0.002] * 3}},
+    "latency": {"fixed_ms": 2.0},
+}
+SPEC = {**tp.SPEC, "sensors": {**tp.SPEC["sensors"], "imu": IMU_SPEC}}
+
+
+def imu_items(rng: np.random.Generator, fault: str, end_ns: int) -> list:
+    """An IMU at the base's origin, 100 Hz: the base moves at a constant world velocity while
+    it turns at 0.4 rad/s about z, so it measures gravity and the yaw rate, plus its noise.
+    fault: imu_bias (accel x 0.1 m/s^2 off) | imu_late (published 20 ms later than the spec)."""
+    items = []
+    for t in range(tp.T0, end_ns, 10_000_000):
+        accel = np.array([0.0, 0.0, G]) + 0.02 * rng.standard_normal(3)
+        gyro = np.array([0.0, 0.0, tp.W]) + 0.002 * rng.standard_normal(3)
+        if fault == "imu_bias":
+            accel[0] += 0.1
+        log = t + (22_000_000 if fault == "imu_late" else 2_000_000)
+        sec, nsec = divmod(t, 1_000_000_000)
+        vec = tp.T["geometry_msgs/msg/Vector3"]
+        msg = tp.T["sensor_msgs/msg/Imu"](
+            header=tp.T["std_msgs/msg/Header"](
+                stamp=tp.T["builtin_interfaces/msg/Time"](sec=sec, nanosec=nsec), frame_id="imu"
+            ),
+            orientation=tp.T["geometry_msgs/msg/Quaternion"](x=0.0, y=0.0, z=0.0, w=1.0),
+            orientation_covariance=np.r_[-1.0, np.zeros(8)],
+            angular_velocity=vec(x=gyro[0], y=gyro[1], z=gyro[2]),
+            angular_velocity_covariance=np.zeros(9),
+            linear_acceleration=vec(x=accel[0], y=accel[1], z=accel[2]),
+            linear_acceleration_covariance=np.zeros(9),
+        )
+        items.append(("/imu", "sensor_msgs/msg/Imu", log, msg))
+    return items
+
+
 def cast(pos: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Range along unit rays d (N, 3) from pos (N, 3) to the wall x = WALL or the nearest post
     (infinite vertical cylinders: the rays stay within +-3 m of z = 1), NaN for no return, and
@@ -96,7 +134,8 @@ def foreign_bag(
     tmp: Path, fault: str = "none", late_ms: float = 0.0, seed: int = 7, sweeps: int = 19
 ) -> tuple[Path, int]:
     """`sweeps` sweeps in Velodyne's layout, stamped at sweep start, and /tf poses at 200 Hz;
-    fault: none | edges | scale | bias | laplace | rate (6.7 % slow); `late_ms` stamps the pose
+    and an IMU (imu_items); fault: none | edges | scale | bias | laplace | rate (6.7 % slow) |
+    imu_bias | imu_late; `late_ms` stamps the pose
     stream late (the pose stamped t + late is the vehicle's pose at t)."""
     rng = np.random.default_rng(seed)
     period = round(1e9 / (0.933 * RATE if fault == "rate" else RATE))
@@ -107,6 +146,7 @@ def foreign_bag(
         mixed += m
         msg = tp.cloud_msg("velodyne", start, pts, t_ns)
         items.append(("/points", "sensor_msgs/msg/PointCloud2", int(t_ns.max()) + 5_000_000, msg))
+    items += imu_items(rng, fault, tp.T0 + period * sweeps)
     late = round(late_ms * 1e6)
     for t in range(tp.T0 - 100_000_000, tp.T0 + period * sweeps + 200_000_001, 5_000_000):
         msg = tp.tf_msg(t)
@@ -124,7 +164,7 @@ def foreign_bag(
 
 
 def foreign_map(tmp: Path) -> Path:
-    write_yaml(tmp / "spec.yaml", tp.SPEC)
+    write_yaml(tmp / "spec.yaml", SPEC)
     write_yaml(tmp / "world.yaml", WORLD)
     return write_yaml(
         tmp / "map.yaml",
@@ -132,18 +172,21 @@ def foreign_map(tmp: Path) -> Path:
             "spec": "spec.yaml",
             "world": "world.yaml",
             "truth": "recompute",
-            "sensors": {"lidar": {"topic": "/points", "organized": True}},
+            "sensors": {
+                "lidar": {"topic": "/points", "organized": True},
+                "imu": {"topic": "/imu"},
+            },
             "ground_truth": {"kind": "tf", "topic": "/tf", "parent": "world", "child": "rover"},
         },
     )
 
 
-def judged(tmp: Path, bag: Path, mp: Path, **cfg) -> tuple[dict, dict]:
-    """(run.json, the lidar's report entry) of the replayed bag."""
+def judged(tmp: Path, bag: Path, mp: Path, sensor: str = "lidar", **cfg) -> tuple[dict, dict]:
+    """(run.json, one sensor's report entry) of the replayed bag."""
     out = tmp / "out"
     replay(ReplayConfig(bag=bag, map=mp, out=out, **cfg))
     report = verify_run(out, 0.95, write=False)
-    return json.loads((out / "run.json").read_text()), report["sensors"]["lidar"]
+    return json.loads((out / "run.json").read_text()), report["sensors"][sensor]
 
 
 def fails(sensor: dict) -> list[str]:
@@ -160,10 +203,17 @@ def causes(sensor: dict) -> set[str]:
 @pytest.mark.parametrize("late_ms", [0.0, 0.5, 2.0])
 def test_conforming_foreign_lidar_gets_no_fail(tmp_path: Path, late_ms: float) -> None:
     """Per-point time on a moving sensor, posts with silhouettes, and the pose stream on time
-    or 0.5-2 ms late: no metric FAILs; a late stream's offset is estimated within its CI."""
+    or 0.5-2 ms late: no metric of the lidar or the IMU FAILs; a late stream's offset is
+    estimated within its CI for the lidar."""
     bag, _ = foreign_bag(tmp_path, late_ms=late_ms)
-    manifest, lidar = judged(tmp_path, bag, foreign_map(tmp_path))
+    out = tmp_path / "out"
+    replay(ReplayConfig(bag=bag, map=foreign_map(tmp_path), out=out))
+    report = verify_run(out, 0.95, write=False)
+    manifest = json.loads((out / "run.json").read_text())
+    lidar, imu = report["sensors"]["lidar"], report["sensors"]["imu"]
     assert fails(lidar) == [], {k: lidar["metrics"][k] for k in fails(lidar)}
+    assert fails(imu) == [], {k: imu["metrics"][k] for k in fails(imu)}
+    assert report["verdict"] != "fail"
     assert lidar["metrics"]["range_std"]["verdict"] == "pass"
     a = manifest["replay"]["alignment"]["lidar"]
     if late_ms:
@@ -195,15 +245,18 @@ def test_edge_outliers_are_reported_not_failed(tmp_path: Path) -> None:
         ("bias", "range_bias", "bias"),
         ("laplace", "range_normality", "noise_shape"),
         ("rate", "rate_hz", "rate"),
+        ("imu_bias", "accel_bias_x", "bias"),
+        ("imu_late", "latency_ms", "latency"),
     ],
 )
 def test_each_foreign_fault_fails_with_its_diagnosis(
     tmp_path: Path, fault: str, metric: str, cause: str
 ) -> None:
     bag, _ = foreign_bag(tmp_path, fault)
-    _, lidar = judged(tmp_path, bag, foreign_map(tmp_path))
-    assert metric in fails(lidar), lidar["metrics"][metric]
-    assert cause in causes(lidar), lidar.get("diagnosis")
+    sensor = "imu" if fault.startswith("imu") else "lidar"
+    _, s = judged(tmp_path, bag, foreign_map(tmp_path), sensor)
+    assert metric in fails(s), s["metrics"][metric]
+    assert cause in causes(s), s.get("diagnosis")
 
 
 def test_late_pose_stream_beyond_the_latency_tolerance_is_diagnosed(tmp_path: Path) -> None:
