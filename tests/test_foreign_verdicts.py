@@ -4,9 +4,10 @@ gets a FAIL with the right diagnosis. Both generators are used:
 
 - an independent writer: rosbags only, its own analytic geometry (a wall and three vertical
   posts, intersected here in closed form, not with simconform's ray caster), its own motion
-  (5 m/s, 0.4 rad/s) and firing times, Velodyne's point layout (`time` float32 s);
-- the project's own tools: `simconform run` records the same drive with a faulty spec, and the
-  bag is replayed against the conforming spec.
+  (5 m/s, 0.4 rad/s) and firing times, Velodyne's point layout (`time` float32 s), and an IMU;
+- the project's own tools: `simconform run` records the same drive among the posts (its truth
+  poses restamped late with rosbags), or with a faulty spec, and the bag is replayed against
+  the conforming spec.
 
 Bags are short (1-2 s, 4 x 90 rays) so the whole module stays around a minute.
 """
@@ -19,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import test_point_time as tp
-from rosbags.rosbag2 import StoragePlugin, Writer
+from rosbags.rosbag2 import Reader, StoragePlugin, Writer
 from scipy.spatial.transform import Rotation
 
 from conftest import write_yaml
@@ -286,6 +287,54 @@ def test_uncompensated_late_poses_still_fail(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ the project's own tools
 
 
+def own_map(tmp: Path, world: dict) -> Path:
+    """Replay map of our own recording, judged against the conforming spec."""
+    write_yaml(tmp / "spec-conforming.yaml", tp.SPEC)
+    write_yaml(tmp / "world-own.yaml", world)
+    return write_yaml(
+        tmp / "map-own.yaml",
+        {
+            "spec": "spec-conforming.yaml",
+            "world": "world-own.yaml",
+            "truth": "recompute",
+            "sensors": {"lidar": {"topic": "/lidar/points"}},
+            "ground_truth": {"kind": "tf", "parent": "map", "child": "truth/base_link"},
+        },
+    )
+
+
+def late_truth(src: Path, dst: Path, late_ms: float) -> Path:
+    """Our bag copied with rosbags, its truth transforms (map -> truth/base_link on /tf)
+    stamped `late_ms` late: the pose stamped t + late is the vehicle's pose at t."""
+    d = round(late_ms * 1e6)
+    store = tp.STORE
+    with Reader(src) as r, Writer(dst, version=9, storage_plugin=StoragePlugin.MCAP) as w:
+        conns = {c.id: w.add_connection(c.topic, c.msgtype, typestore=store) for c in r.connections}
+        for c, log, raw in r.messages():
+            if c.topic == "/tf":
+                msg = store.deserialize_cdr(raw, c.msgtype)
+                for ts in msg.transforms:
+                    if ts.child_frame_id == "truth/base_link":
+                        ns = ts.header.stamp.sec * 10**9 + ts.header.stamp.nanosec + d
+                        ts.header.stamp.sec, ts.header.stamp.nanosec = divmod(ns, 10**9)
+                raw = store.serialize_cdr(msg, c.msgtype)
+            w.write(conns[c.id], log, raw)
+    return dst
+
+
+@pytest.mark.parametrize("late_ms", [0.0, 1.0])
+def test_own_recording_among_posts_gets_no_fail(tmp_path: Path, late_ms: float) -> None:
+    """Recorded with simconform run among the posts (Velodyne layout, per-point time), its
+    truth poses on time or 1 ms late: replayed against the same spec, no lidar metric FAILs;
+    the late stream's offset is estimated within its CI."""
+    src = tp.own_run(tmp_path, "velodyne", world=WORLD)
+    bag = late_truth(src / "bag", tmp_path / "late-bag", late_ms) if late_ms else src / "bag"
+    manifest, lidar = judged(tmp_path, bag, own_map(tmp_path, WORLD))
+    assert fails(lidar) == [], {k: lidar["metrics"][k] for k in fails(lidar)}
+    a = manifest["replay"]["alignment"]["lidar"]
+    assert a["ci_ms"][0] <= late_ms <= a["ci_ms"][1], a
+
+
 @pytest.mark.parametrize(
     ("noise", "metric", "cause"),
     [
@@ -301,18 +350,6 @@ def test_own_recording_of_a_faulty_lidar_fails_with_its_diagnosis(
     faulty = tmp_path / "faulty"
     faulty.mkdir()
     src = tp.own_run(faulty, "velodyne", noise=noise)
-    write_yaml(tmp_path / "spec-conforming.yaml", tp.SPEC)
-    write_yaml(tmp_path / "world.yaml", tp.WORLD)
-    mp = write_yaml(
-        tmp_path / "map-own.yaml",
-        {
-            "spec": "spec-conforming.yaml",
-            "world": "world.yaml",
-            "truth": "recompute",
-            "sensors": {"lidar": {"topic": "/lidar/points"}},
-            "ground_truth": {"kind": "tf", "parent": "map", "child": "truth/base_link"},
-        },
-    )
-    _, lidar = judged(tmp_path, src / "bag", mp)
+    _, lidar = judged(tmp_path, src / "bag", own_map(tmp_path, tp.WORLD))
     assert metric in fails(lidar), lidar["metrics"][metric]
     assert cause in causes(lidar), lidar.get("diagnosis")

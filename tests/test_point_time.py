@@ -271,16 +271,21 @@ def test_manifest_says_how_point_times_were_read(tmp_path: Path) -> None:
 
 
 def own_run(
-    tmp: Path, preset: str, stamp_at: str = "start", seed: int = 5, noise: dict | None = None
+    tmp: Path,
+    preset: str,
+    stamp_at: str = "start",
+    seed: int = 5,
+    noise: dict | None = None,
+    world: dict | None = None,
 ) -> Path:
     """1 s of our own recording of the foreign sensor's drive, in one driver preset (`noise`:
-    another range noise than the spec's, to record a faulty sensor)."""
+    another range noise than the spec's, to record a faulty sensor; `world`: another scene)."""
     spec = json.loads(json.dumps(SPEC))
     spec["sensors"]["lidar"].update(point_time=preset, header_stamp=stamp_at)
     if noise is not None:
         spec["sensors"]["lidar"]["noise"] = {"range": noise}
     write_yaml(tmp / f"spec-{preset}-{stamp_at}.yaml", spec)
-    write_yaml(tmp / "world.yaml", WORLD)
+    write_yaml(tmp / "world.yaml", WORLD if world is None else world)
     t = np.arange(0, 1_500_000_001, 10_000_000)
     pos, yaw = sensor_pose(T0 + t)
     base = Trajectory(t, pos * [1, 1, 0], Rotation.from_euler("z", yaw[:, None]))

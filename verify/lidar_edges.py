@@ -10,8 +10,10 @@ extended surfaces, and a handful of such rays would FAIL a conforming sensor's r
 - every paired point (`all`), and
 - every point except the **edge outliers**: an error beyond EDGE_K configured sigmas of the
   configured bias on a ray whose true range jumps to an azimuth neighbour's by more than
-  max(EDGE_K sigma, EDGE_REL x range), or that has a neighbour (azimuth or ring) with no true
-  return (`kept`).
+  max(EDGE_K sigma, range x min(column step x tan EDGE_INCIDENCE_DEG, EDGE_REL_MAX)) (more
+  than a surface seen at 80 degrees incidence changes between neighbouring columns, and at
+  most 10 %: a silhouette or a grazing ray), or that has a neighbour (azimuth or ring) with no
+  true return (`kept`).
 
 The range metrics are judged on `kept` when the edge outliers are at most EDGE_MAX_SHARE of the
 paired points; more than that is not an edge effect (a wrong frame, a gross fault), and every
@@ -27,7 +29,8 @@ import numpy as np
 from simconform.verify import robust
 
 EDGE_K = 8.0  # configured sigmas beyond which an error at an edge ray is an edge outlier
-EDGE_REL = 0.05  # a neighbour's true range this much (relative) away: a jump, not a slope
+EDGE_INCIDENCE_DEG = 80.0  # a steeper range change between columns: a jump, not a slope
+EDGE_REL_MAX = 0.1  # ... and a relative change above this always (coarse column steps)
 EDGE_MAX_SHARE = 0.05  # more edge outliers than this share of the paired points: judge them all
 
 
@@ -64,7 +67,8 @@ def edge_rays(truth: np.ndarray, scale: float) -> np.ndarray:
     Columns wrap around (the spec's columns cover 360 degrees)."""
     r = np.linalg.norm(truth, axis=-1)
     hit = np.isfinite(r)
-    jump = np.maximum(EDGE_K * scale, EDGE_REL * np.where(hit, r, 0.0))
+    rel = min(np.tan(np.deg2rad(EDGE_INCIDENCE_DEG)) * 2 * np.pi / r.shape[1], EDGE_REL_MAX)
+    jump = np.maximum(EDGE_K * scale, rel * np.where(hit, r, 0.0))
     edge = np.zeros(r.shape, dtype=bool)
     with np.errstate(invalid="ignore"):
         for shift in (1, -1):
