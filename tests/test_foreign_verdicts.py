@@ -4,7 +4,8 @@ gets a FAIL with the right diagnosis. Both generators are used:
 
 - an independent writer: rosbags only, its own analytic geometry (a wall and three vertical
   posts, intersected here in closed form, not with simconform's ray caster), its own motion
-  (5 m/s, 0.4 rad/s) and firing times, Velodyne's point layout (`time` float32 s), and an IMU;
+  (5 m/s, 0.4 rad/s) and firing times, Velodyne's point layout (`time` float32 s), an IMU and
+  a GNSS receiver;
 - the project's own tools: `simconform run` records the same drive among the posts (its truth
   poses restamped late with rosbags), or with a faulty spec, and the bag is replayed against
   the conforming spec.
@@ -18,6 +19,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pymap3d
 import pytest
 import test_point_time as tp
 from rosbags.rosbag2 import Reader, StoragePlugin, Writer
@@ -49,7 +51,40 @@ IMU_SPEC = {
     "noise": {"accel": {"sigma": [0.02, 0.02, 0.02]}, "gyro": {"sigma": [0.002] * 3}},
     "latency": {"fixed_ms": 2.0},
 }
-SPEC = {**tp.SPEC, "sensors": {**tp.SPEC["sensors"], "imu": IMU_SPEC}}
+GNSS_SPEC = {
+    "type": "gnss",
+    "rate_hz": 10,
+    "noise": {"position": {"sigma": [0.5, 0.5, 1.0]}},
+    "latency": {"fixed_ms": 100.0},
+}
+SPEC = {**tp.SPEC, "sensors": {**tp.SPEC["sensors"], "imu": IMU_SPEC, "gnss": GNSS_SPEC}}
+
+
+def gnss_items(rng: np.random.Generator, fault: str, end_ns: int) -> list:
+    """A GNSS antenna at the base's origin, 10 Hz, its fix converted to latitude, longitude and
+    altitude with pymap3d about the world's origin; fault gnss_dropout: 40 % of fixes lost."""
+    o = tp.WORLD["origin"]
+    items = []
+    for t in range(tp.T0, end_ns, 100_000_000):
+        if fault == "gnss_dropout" and rng.random() < 0.4:
+            continue
+        pos, _ = tp.sensor_pose(np.array([t]))
+        enu = pos[0] * [1.0, 1.0, 0.0] + np.array([0.5, 0.5, 1.0]) * rng.standard_normal(3)
+        lat, lon, alt = pymap3d.enu2geodetic(*enu, o["lat"], o["lon"], o["alt"])
+        sec, nsec = divmod(t, 1_000_000_000)
+        msg = tp.T["sensor_msgs/msg/NavSatFix"](
+            header=tp.T["std_msgs/msg/Header"](
+                stamp=tp.T["builtin_interfaces/msg/Time"](sec=sec, nanosec=nsec), frame_id="gps"
+            ),
+            status=tp.T["sensor_msgs/msg/NavSatStatus"](status=0, service=1),
+            latitude=float(lat),
+            longitude=float(lon),
+            altitude=float(alt),
+            position_covariance=np.zeros(9),
+            position_covariance_type=0,
+        )
+        items.append(("/fix", "sensor_msgs/msg/NavSatFix", t + 100_000_000, msg))
+    return items
 
 
 def imu_items(rng: np.random.Generator, fault: str, end_ns: int) -> list:
@@ -135,8 +170,8 @@ def foreign_bag(
     tmp: Path, fault: str = "none", late_ms: float = 0.0, seed: int = 7, sweeps: int = 19
 ) -> tuple[Path, int]:
     """`sweeps` sweeps in Velodyne's layout, stamped at sweep start, and /tf poses at 200 Hz;
-    and an IMU (imu_items); fault: none | edges | scale | bias | laplace | rate (6.7 % slow) |
-    imu_bias | imu_late; `late_ms` stamps the pose
+    an IMU and a GNSS receiver; fault: none | edges | scale | bias | laplace | rate (6.7 % slow)
+    | imu_bias | imu_late | gnss_dropout; `late_ms` stamps the pose
     stream late (the pose stamped t + late is the vehicle's pose at t)."""
     rng = np.random.default_rng(seed)
     period = round(1e9 / (0.933 * RATE if fault == "rate" else RATE))
@@ -148,6 +183,7 @@ def foreign_bag(
         msg = tp.cloud_msg("velodyne", start, pts, t_ns)
         items.append(("/points", "sensor_msgs/msg/PointCloud2", int(t_ns.max()) + 5_000_000, msg))
     items += imu_items(rng, fault, tp.T0 + period * sweeps)
+    items += gnss_items(rng, fault, tp.T0 + period * sweeps)
     late = round(late_ms * 1e6)
     for t in range(tp.T0 - 100_000_000, tp.T0 + period * sweeps + 200_000_001, 5_000_000):
         msg = tp.tf_msg(t)
@@ -176,6 +212,7 @@ def foreign_map(tmp: Path) -> Path:
             "sensors": {
                 "lidar": {"topic": "/points", "organized": True},
                 "imu": {"topic": "/imu"},
+                "gnss": {"topic": "/fix"},
             },
             "ground_truth": {"kind": "tf", "topic": "/tf", "parent": "world", "child": "rover"},
         },
@@ -204,16 +241,17 @@ def causes(sensor: dict) -> set[str]:
 @pytest.mark.parametrize("late_ms", [0.0, 0.5, 2.0])
 def test_conforming_foreign_lidar_gets_no_fail(tmp_path: Path, late_ms: float) -> None:
     """Per-point time on a moving sensor, posts with silhouettes, and the pose stream on time
-    or 0.5-2 ms late: no metric of the lidar or the IMU FAILs; a late stream's offset is
-    estimated within its CI for the lidar."""
+    or 0.5-2 ms late: no metric of the lidar, the IMU or the GNSS FAILs; a late stream's
+    offset is estimated within its CI for the lidar."""
     bag, _ = foreign_bag(tmp_path, late_ms=late_ms)
     out = tmp_path / "out"
     replay(ReplayConfig(bag=bag, map=foreign_map(tmp_path), out=out))
     report = verify_run(out, 0.95, write=False)
     manifest = json.loads((out / "run.json").read_text())
-    lidar, imu = report["sensors"]["lidar"], report["sensors"]["imu"]
-    assert fails(lidar) == [], {k: lidar["metrics"][k] for k in fails(lidar)}
-    assert fails(imu) == [], {k: imu["metrics"][k] for k in fails(imu)}
+    lidar = report["sensors"]["lidar"]
+    for s in report["sensors"].values():
+        assert fails(s) == [], {k: s["metrics"][k] for k in fails(s)}
+    assert set(report["sensors"]) == {"lidar", "imu", "gnss"}
     assert report["verdict"] != "fail"
     assert lidar["metrics"]["range_std"]["verdict"] == "pass"
     a = manifest["replay"]["alignment"]["lidar"]
@@ -248,13 +286,14 @@ def test_edge_outliers_are_reported_not_failed(tmp_path: Path) -> None:
         ("rate", "rate_hz", "rate"),
         ("imu_bias", "accel_bias_x", "bias"),
         ("imu_late", "latency_ms", "latency"),
+        ("gnss_dropout", "sample_dropout", "dropout"),
     ],
 )
 def test_each_foreign_fault_fails_with_its_diagnosis(
     tmp_path: Path, fault: str, metric: str, cause: str
 ) -> None:
     bag, _ = foreign_bag(tmp_path, fault)
-    sensor = "imu" if fault.startswith("imu") else "lidar"
+    sensor = fault.partition("_")[0] if fault.startswith(("imu", "gnss")) else "lidar"
     _, s = judged(tmp_path, bag, foreign_map(tmp_path), sensor)
     assert metric in fails(s), s["metrics"][metric]
     assert cause in causes(s), s.get("diagnosis")
