@@ -163,16 +163,20 @@ def sweep(stamp0: int, rng: np.random.Generator, fault: str) -> tuple[np.ndarray
         "bias": lambda: 0.03 + SIGMA * rng.standard_normal(t.shape),
         "laplace": lambda: rng.laplace(0.0, SIGMA / np.sqrt(2), t.shape),
     }.get(fault, lambda: SIGMA * rng.standard_normal(t.shape))()
-    return d * (r + noise)[..., None], t, mixed
+    pts = d * (r + noise)[..., None]
+    if fault == "world":  # a driver that publishes its points in the map frame
+        rot = Rotation.from_euler("z", yaw[:, None])
+        pts = (rot.apply(pts.reshape(-1, 3)) + pos).reshape(pts.shape)
+    return pts, t, mixed
 
 
 def foreign_bag(
     tmp: Path, fault: str = "none", late_ms: float = 0.0, seed: int = 7, sweeps: int = 19
 ) -> tuple[Path, int]:
-    """`sweeps` sweeps in Velodyne's layout, stamped at sweep start, and /tf poses at 200 Hz;
-    an IMU and a GNSS receiver; fault: none | edges | scale | bias | laplace | rate (6.7 % slow)
-    | imu_bias | imu_late | gnss_dropout; `late_ms` stamps the pose
-    stream late (the pose stamped t + late is the vehicle's pose at t)."""
+    """`sweeps` sweeps in Velodyne's layout, stamped at sweep start, /tf poses at 200 Hz, an
+    IMU and a GNSS receiver. fault: none | edges | scale | bias | laplace | rate (6.7 % slow) |
+    world (points in the map frame) | imu_bias | imu_late | gnss_dropout. `late_ms` stamps the
+    pose stream late (the pose stamped t + late is the vehicle's pose at t)."""
     rng = np.random.default_rng(seed)
     period = round(1e9 / (0.933 * RATE if fault == "rate" else RATE))
     items, mixed = [], 0
@@ -284,6 +288,7 @@ def test_edge_outliers_are_reported_not_failed(tmp_path: Path) -> None:
         ("bias", "range_bias", "bias"),
         ("laplace", "range_normality", "noise_shape"),
         ("rate", "rate_hz", "rate"),
+        ("world", "range_lateral_rms", "gross"),
         ("imu_bias", "accel_bias_x", "bias"),
         ("imu_late", "latency_ms", "latency"),
         ("gnss_dropout", "sample_dropout", "dropout"),
