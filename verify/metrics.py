@@ -14,6 +14,7 @@ from simconform.spec import CameraSpec, GnssSpec, ImuSpec, LidarSpec, OdomSpec
 from simconform.verify import robust, stats
 from simconform.verify import tolerances as tl
 from simconform.verify.accumulator import Accumulator, metric, normality, not_applicable
+from simconform.verify.lidar_edges import EdgeSplit
 from simconform.verify.pairing import Pair, Unpaired
 
 AXES = ("x", "y", "z")
@@ -66,15 +67,7 @@ class LidarAccumulator(Accumulator):
         n = spec.noise.range
         scale = n.sigma if n.sigma > 0 else 1e-3
         self.sector_of = (np.arange(cols) * SECTORS) // cols
-        self.moments = robust.Moments(n.bias)
-        self.lateral = robust.Moments(0.0)
-        self.hist = robust.Histogram(n.bias, scale)
-        group = {"per_scale": robust.GROUP_BINS_PER_SCALE, "span": robust.GROUP_SPAN}
-        self.ring_hist = robust.Histogram(n.bias, scale, rings, **group)
-        self.sector_hist = robust.Histogram(n.bias, scale, SECTORS, **group)
-        self.ring_sums = np.zeros((4, rings))  # n, sum y, sum y^2 (y = e - bias), sum lateral^2
-        self.sector_sums = np.zeros((4, SECTORS))
-        self.sample = robust.Reservoir()
+        self.split = EdgeSplit(n.bias, scale, rings, SECTORS)  # edge outliers: lidar_edges.py
         self.errors: list[np.ndarray] = []
         self.finite_truth = 0
         self.lost = 0
@@ -100,66 +93,58 @@ class LidarAccumulator(Accumulator):
         self.spurious += int((~tf & pf).sum())
         e, lat = range_and_lateral(pub[both], truth[both], self.nominal[both])
         ring, col = np.nonzero(both)
-        sector = self.sector_of[col]
-        self.moments.add(e)
-        self.lateral.add(lat)
-        self.hist.add(e)
-        self.ring_hist.add(e, ring)
-        self.sector_hist.add(e, sector)
-        y = e - self.moments.shift
-        for sums, g in ((self.ring_sums, ring), (self.sector_sums, sector)):
-            for k, w in enumerate((None, y, y * y, lat * lat)):
-                sums[k] += np.bincount(g, weights=w, minlength=sums.shape[1])
-        self.sample.add(e)
+        self.split.add(truth, both, e, lat, ring, self.sector_of[col])
         if self.KEEP_ERRORS:
             self.errors.append(e)
 
     def field_metrics(self) -> dict[str, dict]:
         s, lv, tol = self.spec, self.level, self.spec.tolerances
         n = s.noise.range
-        sample = self.sample.values()
+        st = self.split.chosen()
+        sample = st.sample.values()
         self.samples["range"] = {"errors": sample, "sigma": n.sigma, "bias": n.bias, "unit": "m"}
-        if self.moments.n < 3:
+        if st.moments.n < 3:
             out = {"range_bias": not_applicable("fewer than 3 paired points", "m")}
         else:
-            skew, kurt = self.moments.shape()
-            rob = robust.robust_summary(self.hist, lv) | {
+            skew, kurt = st.moments.shape()
+            rob = robust.robust_summary(st.hist, lv) | {
                 "skewness": skew,
                 "excess_kurtosis": kurt,
             }
             out = {
                 "range_bias": metric(
-                    self.moments.mean_ci(lv),
+                    st.moments.mean_ci(lv),
                     n.bias,
                     tl.bias_band(n.bias, n.sigma, tol),
                     "m",
-                    refit=self.moments.mean_ci,
+                    refit=st.moments.mean_ci,
                 ),
                 "range_std": metric(
-                    self.moments.std_ci(lv),
+                    st.moments.std_ci(lv),
                     n.sigma,
                     tl.sigma_band(n.sigma, tol),
                     "m",
-                    refit=self.moments.std_ci,
+                    refit=st.moments.std_ci,
                     robust=_clean(rob),
                 ),
             }
             rmse = tl.rmse_expected(n.bias, n.sigma)
             out["range_rmse"] = metric(
-                self.moments.rmse_ci(lv),
+                st.moments.rmse_ci(lv),
                 rmse,
                 tl.relative_band(rmse, tol.sigma_rel),
                 "m",
-                refit=self.moments.rmse_ci,
+                refit=st.moments.rmse_ci,
             )
             out["range_lateral_rms"] = metric(
-                self.lateral.rmse_ci(lv),
+                st.lateral.rmse_ci(lv),
                 0.0,
                 tl.lateral_band(n.sigma, tol),
                 "m",
-                refit=self.lateral.rmse_ci,
+                refit=st.lateral.rmse_ci,
             )
             out["range_normality"] = normality(sample, "range")
+            out["range_edge_outliers"] = self.split.entry()
         p = s.dropout.point
         out["point_dropout"] = metric(
             stats.wilson(self.lost, self.finite_truth, self.level),
@@ -173,18 +158,19 @@ class LidarAccumulator(Accumulator):
 
     def details(self) -> dict:
         """Per-ring and per-azimuth-sector breakdown of the range error (report `breakdown`)."""
-        if self.moments.n < 3:
+        st = self.split.chosen()
+        if st.moments.n < 3:
             return {}
-        rob = robust.robust_summary(self.hist, self.level)
+        rob = robust.robust_summary(st.hist, self.level)
         med, sig = rob.get("median"), rob.get("robust_sigma")
         elev = np.rad2deg(self.spec.rings.elevations())
         rows = {}
         for key, sums, h, label in (
-            ("per_ring", self.ring_sums, self.ring_hist, lambda i: {"elevation_deg": elev[i]}),
+            ("per_ring", st.ring_sums, st.ring_hist, lambda i: {"elevation_deg": elev[i]}),
             (
                 "per_sector",
-                self.sector_sums,
-                self.sector_hist,
+                st.sector_sums,
+                st.sector_hist,
                 lambda i: {"azimuth_deg": [i * 360 / SECTORS, (i + 1) * 360 / SECTORS]},
             ),
         ):
@@ -194,7 +180,7 @@ class LidarAccumulator(Accumulator):
                 else np.full(sums.shape[1], np.nan)
             )
             rows[key] = [
-                _clean({"index": i, **label(i)} | _group_row(sums[:, i], self.moments.shift))
+                _clean({"index": i, **label(i)} | _group_row(sums[:, i], st.moments.shift))
                 | {"outlier_fraction": _num(out_frac[i])}
                 for i in range(sums.shape[1])
             ]
@@ -202,7 +188,7 @@ class LidarAccumulator(Accumulator):
             "breakdown": rows
             | {
                 "k_outlier": robust.K_OUTLIER,
-                "outlier_resolution": self.ring_hist.width,
+                "outlier_resolution": st.ring_hist.width,
                 "sectors": SECTORS,
             }
         }
