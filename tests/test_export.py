@@ -127,9 +127,9 @@ def test_nuscenes_tables_are_consistent(lot: Path, tmp_path: Path) -> None:
         box = _pose(ann)
         w, length, h = ann["size"]
         half = np.abs(box.inverse().apply(in_map)) - np.array([length, w, h]) / 2
-        inside = np.all(half <= 1e-4, axis=1)  # faces included, float32 rounding allowed
+        inside = np.all(half <= 1e-3, axis=1)  # faces included, 1 mm as the cast check
         # ground points lie exactly on a box's bottom face: they may count or not
-        assert np.all(half < -1e-4, axis=1).sum() <= ann["num_lidar_pts"] <= inside.sum()
+        assert np.all(half < -1e-3, axis=1).sum() <= ann["num_lidar_pts"] <= inside.sum()
         err, idx = cast_to(world, truth.at(sweeps[k].times_ns).t, in_map)
         inst = index["instance"][ann["instance_token"]]
         name = _name(inst, db)
