@@ -73,17 +73,24 @@ def test_kitti_is_read_by_kiss_icps_loader(lot: Path, tmp_path: Path) -> None:
 
 
 def test_kitti_without_deskew_keeps_the_published_points(lot: Path, tmp_path: Path) -> None:
-    """--no-deskew writes the published points unchanged; at 3 m/s they then miss the surfaces
-    by the vehicle's motion during the sweep (up to ~0.3 m), which deskewing removes."""
+    """--no-deskew writes the published points unchanged. Deskewing leaves the sweep start's
+    points (the scan instant) where they are and moves the others by the vehicle's motion
+    during the sweep: 0.39-0.65 m at 3 m/s on this drive (docs/export.md)."""
     _export(lot, tmp_path / "raw", "kitti", "--no-deskew")
-    first = published(lot)[0]
-    raw = np.fromfile(tmp_path / "raw/sequences/00/velodyne/000000.bin", "<f4").reshape(-1, 4)
-    np.testing.assert_array_equal(raw[:, :3], first.points.astype(np.float32))
-    truth = _lidar_truth(lot)
-    pose = truth.at(np.array([first.stamp_ns]))[0]
-    origins = truth.at(first.times_ns).t
-    err, _ = cast_to(lot.parent / "lot.yaml", origins, pose.apply(raw[:, :3].astype(float)))
-    assert np.max(err) > 0.05
+    _export(lot, tmp_path / "k", "kitti")
+    sweeps = published(lot)
+    for i in (0, 18):
+        raw, de = (
+            np.fromfile(tmp_path / d / "sequences/00/velodyne" / f"{i:06d}.bin", "<f4").reshape(
+                -1, 4
+            )[:, :3]
+            for d in ("raw", "k")
+        )
+        np.testing.assert_array_equal(raw, sweeps[i].points.astype(np.float32))
+        moved = np.linalg.norm(raw - de, axis=1)
+        at_start = sweeps[i].times_ns == sweeps[i].stamp_ns
+        assert at_start.sum() >= 4 and np.max(moved[at_start]) < 1e-5
+        assert 0.3 < np.max(moved) < 0.8, np.max(moved)
 
 
 def _tables(root: Path) -> dict[str, list[dict]]:
