@@ -179,3 +179,29 @@ def test_bad_input_is_refused_and_nothing_written(lot: Path, tmp_path: Path) -> 
     res = cli("export", str(lot), "--format", "kitti", "--out", str(tmp_path / "k"))
     assert res.returncode == 2 and "--force" in res.stderr
     _export(lot, tmp_path / "k", "kitti", "--force")
+
+
+def test_a_world_objects_class_is_optional_and_older_runs_still_compare() -> None:
+    """`class` is read and written as `class`; a run.json from before it (no key) has the same
+    world for compare as one that writes `class: null`; a bad class is one clear refusal."""
+    from pydantic import ValidationError
+
+    from simconform.export.boxes import category
+    from simconform.verify.compare.identity import _identity
+    from simconform.world import World
+
+    world = World.model_validate(WORLD)
+    dumped = world.model_dump(mode="json")
+    assert [o.get("class") for o in dumped["objects"]] == [None, "car", "pole", None, None]
+    old = json.loads(json.dumps(dumped))
+    for o in old["objects"]:
+        if o["class"] is None:
+            del o["class"]
+    assert _identity({"world_content": old}, "world_content") == _identity(
+        {"world_content": dumped}, "world_content"
+    )
+    assert [category(o.class_) for o in world.objects[1:4]] == [
+        "vehicle.car", "static_object.pole", "static_object.unlabeled"
+    ]  # fmt: skip
+    with pytest.raises(ValidationError, match="class"):
+        World.model_validate({**WORLD, "objects": [{**WORLD["objects"][1], "class": "a car"}]})
