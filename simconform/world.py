@@ -6,11 +6,12 @@ The map frame's origin is anchored to WGS84 by `origin`, which GNSS truth and th
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import AfterValidator, ConfigDict, Field, PrivateAttr, field_validator
 
 from simconform.errors import UserError, load_yaml, validate
 from simconform.fields import Direction, Name, Rpy, Strict, Vec3
@@ -37,7 +38,13 @@ class Light(Strict):
 
 # A world object's class: what it is to a perception stack ("car", "pole", or a nuScenes
 # category such as "vehicle.car"); dataset exports and ground-truth boxes name it.
-ClassName = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$")]
+def _class_name(v: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,100}", v):
+        raise ValueError("expected 1-100 letters, digits, _ . - (car, pole, vehicle.car)")
+    return v
+
+
+ClassName = Annotated[str, AfterValidator(_class_name)]
 
 
 class _Primitive(Strict):
