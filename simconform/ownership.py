@@ -24,6 +24,7 @@ MARKER = {
     "compare": ("compare.json",),
     "campaign": (".campaign-token",),
     "localize": ("localization.json",),
+    "export": ("export.json",),
 }
 LEGACY = {
     "run": ("run.json", "run.json.tmp", "cell.json", "bag/", "gt/", "report/", "gazebo/"),
@@ -33,8 +34,15 @@ LEGACY = {
         "cells/",
     ),
     "localize": ("localization.json", "localization.md", "*.png"),
+    "export": ("export.json",),
 }  # fmt: skip
-NOUN = {"run": "run", "compare": "comparison", "campaign": "campaign", "localize": "localization"}
+NOUN = {
+    "run": "run",
+    "compare": "comparison",
+    "campaign": "campaign",
+    "localize": "localization",
+    "export": "dataset export",
+}
 
 
 # ------------------------------------------------------------------ checks that write nothing

@@ -2,7 +2,7 @@
 
 Backends (`--backend`), the engines the reference backend can render as (`--emulate`), the axis
 conventions of foreign ground truth (a replay map's `convention`), lidar odometries (`localize
---odometry`) and exporters (`export-sdf`)
+--odometry`) and exporters (`export`, `export-sdf`)
 are each a name -> "module:attribute" table. Entries are imported only when chosen, so a missing
 engine matters only to the run that asks for it. A plugin adds an entry at run time
 (`BACKENDS["mine"] = "my_pkg.backend:MyBackend"`); campaign workers receive the entry itself, so
@@ -70,8 +70,18 @@ ODOMETRY = Registry(
     "lidar odometry", "--odometry", {"kiss-icp": "simconform.downstream.odometry:KissIcp"}
 )
 
-# Exporters: name -> a function writing files for another tool (`simconform export-<name>`).
-EXPORTERS = Registry("exporter", "--format", {"sdf": "simconform.adapters.gazebo.sdf:write_sdf"})
+# Exporters: name -> a function writing files for another tool. `sdf` writes a world and spec
+# (`simconform export-sdf`); the others write a run as a dataset (`simconform export --format`),
+# each a function (RunSource, folder, deskew) -> summary (simconform.export.dataset).
+EXPORTERS = Registry(
+    "exporter",
+    "--format",
+    {
+        "sdf": "simconform.adapters.gazebo.sdf:write_sdf",
+        "kitti": "simconform.export.kitti:write_kitti",
+        "nuscenes": "simconform.export.nuscenes:write_nuscenes",
+    },
+)
 
 
 def get_backend(name: str, emulate: str | None = None):

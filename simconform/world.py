@@ -6,11 +6,12 @@ The map frame's origin is anchored to WGS84 by `origin`, which GNSS truth and th
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import Field, PrivateAttr, field_validator
+from pydantic import AfterValidator, ConfigDict, Field, PrivateAttr, field_validator
 
 from simconform.errors import UserError, load_yaml, validate
 from simconform.fields import Direction, Name, Rpy, Strict, Vec3
@@ -35,8 +36,23 @@ class Light(Strict):
     diffuse: float = Field(0.7, ge=0, le=1)
 
 
+# A world object's class: what it is to a perception stack ("car", "pole", or a nuScenes
+# category such as "vehicle.car"); dataset exports and ground-truth boxes name it.
+def _class_name(v: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,100}", v):
+        raise ValueError("expected 1-100 letters, digits, _ . - (car, pole, vehicle.car)")
+    return v
+
+
+ClassName = Annotated[str, AfterValidator(_class_name)]
+
+
 class _Primitive(Strict):
+    # `class` is a Python keyword: the field is class_, written and read as `class`
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+
     name: Name | None = None
+    class_: ClassName | None = Field(None, alias="class", description="object class, optional")
     color: Color = (0.6, 0.6, 0.6)
     reflectivity: float = Field(0.5, ge=0, le=1, description="lidar intensity scale")
 

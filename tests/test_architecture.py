@@ -62,6 +62,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("verify", ("simconform.verify.**",)),
     ("compare", ("simconform.verify.compare.**",)),
     ("downstream", ("simconform.downstream.**",)),
+    ("export", ("simconform.export.**",)),
     ("campaign", ("simconform.campaign.**",)),
     ("cli", ("simconform.cli.**",)),
 ]

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from simconform.errors import UserError, from_validation
 from simconform.ownership import check_target
 from simconform.spec import Spec
-from simconform.world import Origin
+from simconform.world import Origin, World
 
 IDENTITY = (
     "spec_content",
@@ -93,11 +93,13 @@ def _identity(m: dict, key: str) -> Any:
         from simconform.trajectory import run_interpolation
 
         return run_interpolation(m)
-    if key == "spec_content" and isinstance(m.get(key), dict):
-        # with every default filled in: a run made before a spec field existed (its run.json
-        # lacks the key) has the same spec as one made after that wrote the default
+    model = {"spec_content": Spec, "world_content": World}.get(key)
+    if model is not None and isinstance(m.get(key), dict):
+        # with every default filled in: a run made before a spec or world field existed (its
+        # run.json lacks the key, e.g. a world object's `class`) has the same spec or world as
+        # one made after that wrote the default
         try:
-            return Spec.model_validate(m[key]).model_dump(mode="json")
+            return model.model_validate(m[key]).model_dump(mode="json")
         except ValidationError:
             return m[key]  # spec_and_origin names what is wrong with it
     return m.get(key)
@@ -105,7 +107,9 @@ def _identity(m: dict, key: str) -> Any:
 
 def _check_replay_comparable(dir_a: Path, a: dict, dir_b: Path, b: dict) -> None:
     replay_dir, rep, other = (dir_b, b, a) if b.get("backend") == "replay" else (dir_a, a, b)
-    diff = _first_difference(other.get("world_content"), rep.get("world_content"), "world_content")
+    diff = _first_difference(
+        _identity(other, "world_content"), _identity(rep, "world_content"), "world_content"
+    )
     if diff is not None:
         where, va, vb = diff
         raise UserError(
