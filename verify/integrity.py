@@ -216,8 +216,9 @@ def check_run(run_dir: Path, manifest: dict, src: SourceBag) -> RunIntegrity:
             f"recording and process {alive} on this machine is alive; this is a snapshot of a "
             "run in progress"
             if alive is not None
-            else f"interrupted at t = {(end - start) / 1e9:.9g} s: the run was killed (run.json "
-            "still says it is recording); its bag was read up to its last complete record"
+            else f"interrupted at t = {(end - start) / 1e9:.9g} s: the run was killed, or a "
+            "full disk kept it from marking run.json (which still says it is recording); its "
+            "bag was read up to its last complete record"
         )
     return found
 
