@@ -12,11 +12,13 @@
   gravity terms itself.
 - GNSS: a framepos sensor on the antenna site; odometry from the body pose.
 - Camera: `mujoco.Renderer` (colour and depth) with the world's light; global shutter only.
-  MUJOCO_GL defaults to egl where a GPU device exists and to osmesa (libosmesa6) elsewhere.
+  MUJOCO_GL defaults to egl where a GPU device exists, else to osmesa (libosmesa6) where that
+  library is installed, else to egl (Mesa's EGL renders on the CPU too).
 """
 
 from __future__ import annotations
 
+import ctypes.util
 import os
 
 import numpy as np
@@ -45,10 +47,18 @@ CAM_IN_BODY = Rotation.from_matrix(np.array([[0.0, 0.0, -1.0], [-1.0, 0.0, 0.0],
 
 def default_gl() -> None:
     """Pick MuJoCo's OpenGL backend before mujoco is imported (it reads MUJOCO_GL once):
-    EGL where a GPU device exists, OSMesa (libosmesa6) on a CPU-only machine."""
+    EGL where a GPU device exists; on a CPU-only machine OSMesa (libosmesa6) when it is
+    installed, else Mesa's EGL, which renders on the CPU as well (a missing libOSMesa made
+    `import mujoco` fail deep inside PyOpenGL)."""
     if "MUJOCO_GL" not in os.environ:
         gpu = any(os.path.exists(p) for p in ("/dev/nvidia0", "/dev/dri/renderD128"))
-        os.environ["MUJOCO_GL"] = "egl" if gpu else "osmesa"
+        if gpu:
+            gl = "egl"
+        elif ctypes.util.find_library("OSMesa") or not ctypes.util.find_library("EGL"):
+            gl = "osmesa"
+        else:
+            gl = "egl"
+        os.environ["MUJOCO_GL"] = gl
     os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
 
 
@@ -73,6 +83,13 @@ class MujocoBackend(SensorBackend):
             raise BackendUnavailable(
                 f"--backend mujoco needs the mujoco Python package ({exc}); install it with "
                 "`pip install 'simconform[mujoco]'` (or `pip install mujoco`)"
+            ) from None
+        except Exception as exc:  # PyOpenGL fails in many ways when its GL library is missing
+            gl = os.environ.get("MUJOCO_GL")
+            raise BackendUnavailable(
+                f"--backend mujoco could not load OpenGL for MUJOCO_GL={gl} "
+                f"({type(exc).__name__}: {exc}); install libosmesa6 (OSMesa) or an EGL driver "
+                "(libegl1 with Mesa or a GPU driver), or set MUJOCO_GL=egl/osmesa/glfw"
             ) from None
         self.mj = mujoco
         self.world, self.spec = world, spec

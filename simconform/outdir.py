@@ -183,7 +183,11 @@ def update(out: Path, kind: str = "run"):
     out = Path(out)
     if out.is_symlink():
         check_target(out, kind, False)
-    created = _make_locked(out)
+    try:
+        created = _make_locked(out)
+    except UserError as exc:  # verify/localize take DIR, not --out: name what the user gave
+        allowed = exc.allowed.replace(" or choose another --out", ", then run it again")
+        raise UserError(exc.file, "DIR", exc.value, allowed) from None
     try:
         c = Claim(out, kind, created)
         c._foreign = set(foreign_paths(out, kind))

@@ -352,7 +352,14 @@ class Spec(Strict):
                 field = f"sensors.{name}.frame_id"
                 if f == self.base_frame or f in TRAJECTORY_FRAMES:
                     raise FieldProblem(
-                        field, f, f"expected a frame of its own, not map, odom or {self.base_frame}"
+                        field,
+                        f,
+                        "expected a frame of its own, not map, odom or the base_frame "
+                        f"({self.base_frame})",
+                    )
+                if f.startswith("truth/"):  # truth/<base_frame> is the truth pose's frame
+                    raise FieldProblem(
+                        field, f, "expected a frame outside truth/, which holds truth"
                     )
                 if f in seen:
                     raise FieldProblem(field, f, f"expected a frame of its own; {seen[f]} uses it")

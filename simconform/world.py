@@ -146,10 +146,17 @@ def _load_mesh(world_path: Path, index: int, obj: Mesh) -> np.ndarray:
     field = f"objects.{index}.file"
     if not mesh_path.is_file():
         raise UserError(world_path, field, obj.file, "expected a mesh file relative to the world")
-    try:
-        mesh = trimesh.load(mesh_path, force="mesh")
+    try:  # unprocessed first: trimesh's processing silently drops faces on NaN/inf vertices
+        mesh = trimesh.load(mesh_path, force="mesh", process=False)
+        raw = np.asarray(mesh.vertices, dtype=float)[np.asarray(mesh.faces, dtype=np.int64)]
     except Exception as exc:  # trimesh raises many types for unreadable files
         raise UserError(world_path, field, obj.file, f"expected a readable mesh ({exc})") from None
+    if not np.all(np.isfinite(raw)):
+        bad = int(np.flatnonzero(~np.isfinite(raw).all(axis=(1, 2)))[0])
+        raise UserError(
+            world_path, field, obj.file, f"expected finite vertex coordinates (face {bad} has not)"
+        )
+    mesh.process()  # merged vertices, as trimesh.load(process=True) gives
     if len(mesh.faces) == 0:
         raise UserError(world_path, field, obj.file, "expected a mesh with at least one triangle")
     tri = np.asarray(mesh.triangles, dtype=float) * obj.scale

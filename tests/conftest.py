@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from simconform.adapters.mujoco import default_gl
 from simconform.demo import DEMO_SPEC, DEMO_TRAJECTORY, DEMO_WORLD
 from simconform.run import RunConfig, run
 
 REPO = Path(__file__).resolve().parent.parent
-# MuJoCo reads MUJOCO_GL once, at import: choose before any test imports it
-os.environ.setdefault("MUJOCO_GL", "osmesa")
-os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
+# MuJoCo reads MUJOCO_GL once, at import: choose before any test imports it, as a run does
+# (OSMesa where libosmesa6 is installed, else EGL; an EGL GPU where one exists)
+default_gl()
 
 
 def cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from hypothesis import strategies as st
 from conftest import DEMO_TRAJECTORY, demo_spec, demo_world
 from simconform.adapters.replay.map import load_map
 from simconform.errors import UserError
+from simconform.fields import FRAME_PATTERN, RESERVED_TOPICS, TOPIC_PATTERN
 from simconform.spec import Spec, load_spec
 from simconform.trajectory import load_trajectory
 from simconform.world import World, load_world
@@ -134,6 +136,23 @@ def test_mutated_specs_are_refused_or_valid(tmp_path_factory, data) -> None:
         dumped = spec.model_dump(mode="python")
         assert _finite_everywhere(dumped)
         assert Spec.model_validate(spec.model_dump()).model_dump() == spec.model_dump()
+        _names_are_sound(spec)
+
+
+def _names_are_sound(spec: Spec) -> None:
+    """What an accepted spec promises the bag: ROS 2 names, each topic written by one sensor
+    and none of the bag's own or truth's; one frame per sensor, none in the trajectory's tree."""
+    topics: list[str] = []
+    frames = ["map", "odom", spec.base_frame, f"truth/{spec.base_frame}"]
+    for name in spec.sensors:
+        assert re.fullmatch(TOPIC_PATTERN, spec.topic(name))
+        assert not spec.topic(name).startswith("/truth")
+        topics += spec.all_topics(name)
+        frames.append(spec.frame(name))
+        assert re.fullmatch(FRAME_PATTERN, spec.frame(name))
+        assert not spec.frame(name).startswith("truth/")
+    assert len(set(topics)) == len(topics) and not set(topics) & set(RESERVED_TOPICS)
+    assert len(set(frames)) == len(frames)
 
 
 @FUZZ
@@ -159,6 +178,55 @@ def test_mutated_replay_maps_are_refused_or_valid(tmp_path_factory, data) -> Non
     m = _load_or_refuse(load_map, path)
     if m is not None:
         assert _finite_everywhere(m.model_dump(mode="python"))
+
+
+# vertex coordinates: small integers (a triangle's area is 0 or >= 0.5, never lost to merging)
+# and the non-finite values a broken exporter writes
+COORD = st.sampled_from(["0", "1", "2", "-1", "nan", "inf", "-inf"]) | st.integers(-3, 3).map(str)
+
+
+@st.composite
+def obj_mesh(draw) -> tuple[str, bool]:
+    """An OBJ file, and whether it must be accepted: every vertex of every face finite and at
+    least one face of non-zero area (computed here, independently of the loader)."""
+    n = draw(st.integers(3, 8))
+    verts = [[draw(COORD) for _ in range(3)] for _ in range(n)]
+    faces = draw(st.lists(st.lists(st.integers(0, n - 1), min_size=3, max_size=3), max_size=6))
+    v = np.array([[float(c) for c in row] for row in verts])
+    finite = all(np.isfinite(v[f]).all() for f in faces)
+    areas = (
+        [np.linalg.norm(np.cross(v[b] - v[a], v[c] - v[a])) for a, b, c in faces] if finite else []
+    )
+    ok = bool(faces) and finite and any(x > 0 for x in areas)
+    text = "".join(f"v {' '.join(r)}\n" for r in verts)
+    text += "".join(f"f {a + 1} {b + 1} {c + 1}\n" for a, b, c in faces)
+    return text, ok
+
+
+@FUZZ
+@given(mesh=obj_mesh())
+def test_meshes_with_non_finite_or_only_degenerate_triangles_are_refused(
+    tmp_path_factory, mesh
+) -> None:
+    """Issue 15: a mesh whose triangles all had zero area was silently invisible, and trimesh
+    silently drops a face with a NaN vertex; the world is refused instead, naming the file."""
+    text, ok = mesh
+    folder = tmp_path_factory.mktemp("mesh")
+    (folder / "m.obj").write_text(text)
+    data = demo_world()
+    data["objects"] = [o for o in data["objects"] if o["type"] != "mesh"]
+    data["objects"].append({"type": "mesh", "name": "m", "file": "m.obj", "position": [0, 0, 1]})
+    path = folder / "world.yaml"
+    path.write_text(yaml.safe_dump(data))
+    world = _load_or_refuse(load_world, path)
+    event("accepted" if world is not None else "refused")
+    assert (world is not None) == ok, text
+    if world is not None:
+        tri = world.mesh_triangles(len(data["objects"]) - 1)
+        assert np.isfinite(tri).all()
+        assert (
+            np.linalg.norm(np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]), axis=1).max() > 0
+        )
 
 
 TUM_LINES = DEMO_TRAJECTORY.read_text().splitlines()

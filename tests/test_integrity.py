@@ -285,11 +285,16 @@ def test_verify_names_a_damaged_lidar_chunk_and_judges_only_the_intact_data(
     assert f"chunk {k + 1} at byte {s}: CRC mismatch" in res.stderr
     n_lidar = sum(m[0] == "/lidar/points" for m in lost)
     assert f"{n_lidar} on /lidar/points" in " ".join(res.stderr.split())
+    # the span as seconds into the run (the 2024 epoch at 9 digits once read '1.7040672e+09
+    # to 1.7040672e+09 s')
+    t0 = json.loads((run_dir / "run.json").read_text())["start_ns"]
+    logs = [m[1] for m in lost]
+    span = f"{(min(logs) - t0) / 1e9:.3f} to {(max(logs) - t0) / 1e9:.3f} s into the run"
+    assert f"messages logged t = {span}" in " ".join(res.stderr.split())
     report, before = report_of(run_dir), baseline
     integ = report["run"]["integrity"]
     assert integ["status"] == "damaged" and integ["scope"] == "intact part only"
     (gap,) = integ["gaps"]
-    logs = [m[1] for m in lost]
     assert gap["start_s"] == min(logs) / 1e9 and gap["end_s"] == max(logs) / 1e9
     lidar, lidar0 = report["sensors"]["lidar"], before["sensors"]["lidar"]
     assert (
@@ -441,6 +446,7 @@ def test_verify_of_a_run_still_recording_is_refused_naming_the_writer(tmp_path: 
     assert live.returncode == 2 and "Traceback" not in live.stderr, live.stderr
     text = " ".join(live.stderr.split())
     assert text.startswith("simconform: error: ") and f"is being written by pid {proc.pid}" in text
+    assert f"DIR: got '{out}'" in text and "another --out" not in text  # verify takes DIR
     assert not (out / "report").exists()
 
 

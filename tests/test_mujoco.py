@@ -111,3 +111,28 @@ def test_worker_processes_do_not_hang_and_write_the_same_bag(pair, tmp_path, job
     r = cli(*args, *(["--jobs", jobs] if jobs else []), timeout=300)
     assert r.returncode in (0, 1), r.stderr
     assert bag_digest(out) == bag_digest(in_process)
+
+
+def test_an_opengl_that_cannot_load_is_backend_unavailable(tmp_path) -> None:
+    """MuJoCo's renderer imports PyOpenGL at `import mujoco`; a missing libOSMesa (or a wrong
+    MUJOCO_GL) once ended in a traceback deep inside it. Now: exit 2, one message naming
+    MUJOCO_GL and what to install, nothing written."""
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "mj"
+    env = dict(os.environ, MUJOCO_GL="nonsense", PYOPENGL_PLATFORM="nonsense")
+    args = ["run", "--backend", "mujoco", "--duration", "1", "--out", str(out)]
+    r = subprocess.run(
+        [sys.executable, "-m", "simconform.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.startswith("simconform: error: --backend mujoco could not load OpenGL")
+    assert "MUJOCO_GL=nonsense" in r.stderr and "libosmesa6" in r.stderr
+    assert not out.exists()

@@ -4,6 +4,7 @@ no traceback, and nothing is written."""
 from __future__ import annotations
 
 import copy
+import math
 import sys
 from pathlib import Path
 
@@ -71,6 +72,26 @@ SPEC_CASES = [
         "greater than 0",
     ),
     ("name", DELETE, "name", "Field required"),
+    # issue 15's examples, each once a traceback or silently accepted
+    ("sensors.lidar.mount.xyz", [math.nan, 0, 1.2], "sensors.lidar.mount.xyz.0", "finite number"),
+    ("sensors.lidar.mount.rpy", [0, math.inf, 0], "sensors.lidar.mount.rpy.1", "finite number"),
+    ("sensors.lidar.noise.range.sigma", math.inf, "noise.range.sigma", "finite number"),
+    ("sensors.camera.noise.intensity.bias", math.nan, "intensity.bias", "finite number"),
+    ("sensors.lidar.noise.range.bias", 1e300, "range.bias", "less than or equal to 1000000"),
+    ("sensors.imu.rate_hz", 1e-9, "sensors.imu.rate_hz", "greater than or equal to 0.01"),
+    ("sensors.camera.hfov_deg", math.inf, "sensors.camera.hfov_deg", "finite number"),
+    ("sensors.imu.topic", "/tf", "sensors.imu.topic", "one of the bag's own topics"),
+    ("sensors.imu.topic", "/clock", "sensors.imu.topic", "one of the bag's own topics"),
+    ("sensors.imu.topic", "/truth/imu", "sensors.imu.topic", "outside /truth/"),
+    ("sensors.imu.topic", "", "sensors.imu.topic", "ROS 2 topic name"),
+    ("sensors.imu.topic", "/my imu", "sensors.imu.topic", "ROS 2 topic name"),
+    ("sensors.imu.topic", "/gps/fix", "sensors.gnss.topic", "which sensor imu writes too"),
+    ("sensors.imu.frame_id", "imu link", "sensors.imu.frame_id", "tf2 frame id"),
+    ("base_frame", "map", "base_frame", "other than map and odom"),
+    ("base_frame", "lidar_link", "sensors.lidar.frame_id", "not map, odom or the base_frame"),
+    ("sensors.imu.frame_id", "base_link", "sensors.imu.frame_id", "a frame of its own"),
+    ("sensors.imu.frame_id", "lidar_link", "sensors.imu.frame_id", "lidar uses it"),
+    ("sensors.imu.frame_id", "truth/base_link", "sensors.imu.frame_id", "outside truth/"),
 ]
 
 
@@ -95,6 +116,9 @@ WORLD_CASES = [
     ("objects.26.file", "meshes/nope.obj", "objects.26.file", "mesh file"),
     ("objects.3.color", [2, 0, 0], "objects.3.color.0", "less than or equal to 1"),
     ("objects", [], "objects", "at least 1 item"),
+    ("objects.0.normal", [0, 0, math.inf], "objects.0.normal.2", "finite number"),
+    ("objects.0.normal", [math.nan, 0, 1], "objects.0.normal.0", "finite number"),
+    ("objects.4.center", [1e300, 0, 0], "objects.4.center.0", "less than or equal to"),
 ]
 
 
@@ -122,6 +146,10 @@ TRAJ_CASES = [
     (["0 0 0 0 0 0 0 1", "1 1 0 zero 0 0 0 1"], "line 2", "expected numbers"),
     (["0 0 0 0 0 0 0 1", "1 1 0 nan 0 0 0 1"], "line 2", "finite"),
     (["0 0 0", "1 0 0"], "line 1", "heading is undefined"),
+    (["0 0 0 0 0 0 0 1", "inf 1 0 0 0 0 0 1"], "line 2", "finite"),
+    (["-1 0 0 0 0 0 0 1", "1 1 0 0 0 0 0 1"], "line 1.t", "int32 seconds"),
+    (["0 0 0 0 0 0 0 1", "1e19 1 0 0 0 0 0 1"], "line 2.t", "int32 seconds"),
+    (["0 0 0 0 0 0 0 1", "1 1e300 0 0 0 0 0 1"], "line 2", "<= 1e+07 m"),
 ]
 
 
@@ -154,6 +182,45 @@ def test_flag_errors(tmp_path: Path, capsys, args, field, allowed) -> None:
     code, stdout, err = run_main(["run", *args, "--out", str(out)], capsys)
     assert code == 2, err
     assert err.count("\n") == 1 and field in err and allowed in err
+    assert "Traceback" not in err + stdout
+    assert not out.exists()
+
+
+BILLION_LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi")
+)
+# few aliases, each a big list: caught by the expanded size, not the alias count
+WIDE_LAUGHS = "a: &a [" + ", ".join(["x"] * 2000) + "]\nb: [" + ", ".join(["*a"] * 60) + "]\n"
+RAW_CASES = [
+    (b"name: rover\nname: other\n", "line 2: got 'name'", "each key once in a mapping"),
+    (
+        b"sensors:\n  imu:\n    rate_hz: 1\n    rate_hz: 2\n",
+        "line 4: got 'rate_hz'",
+        "(first at line 3)",
+    ),
+    (BILLION_LAUGHS.encode(), "line 9: got '65 aliases'", "at most 64 *alias uses"),
+    (WIDE_LAUGHS.encode(), "line 1: got '122065 values once aliases", "at most 100000"),
+    (b"a: " + b"[" * 5000 + b"]" * 5000 + b"\n", "line 1: got 'depth 33'", "at most 32 deep"),
+    (
+        b"a: " + b"{b: " * 200 + b"1" + b"}" * 200 + b"\n",
+        "line 1: got 'depth 33'",
+        "at most 32 deep",
+    ),
+    (b"\xff\xfe" + b"name: rover\n", "line 1: got b'\\xff\\xfe", "expected UTF-8 text"),
+    (b"# caf\xe9\nname: rover\n", "line 1: got b'\\xe9", "expected UTF-8 text"),
+]
+
+
+@pytest.mark.parametrize(("raw", "where", "allowed"), RAW_CASES)
+def test_yaml_refusals_name_the_line(tmp_path: Path, capsys, raw, where, allowed) -> None:
+    """Duplicate keys, alias bombs, deep nesting and non-UTF-8 input: refused by the YAML
+    loader (simconform/errors.py) with the file and line, before anything is expanded."""
+    spec = tmp_path / "raw.yaml"
+    spec.write_bytes(raw)
+    out = tmp_path / "out"
+    code, stdout, err = run_main(["run", "--spec", str(spec), "--out", str(out)], capsys)
+    assert code == 2, err
+    assert err.count("\n") == 1 and f"raw.yaml: {where}" in err and allowed in err, err
     assert "Traceback" not in err + stdout
     assert not out.exists()
 

@@ -166,7 +166,8 @@ def check_run(run_dir: Path, manifest: dict, src: SourceBag) -> RunIntegrity:
     found = RunIntegrity(read_with=src.read_with, chunks=src.chunks, state=run_state(manifest))
     check_outputs(run_dir, manifest, found)
     found.notes += src.notes
-    found.gaps += [Gap(d.start_ns, d.end_ns, d.text()) for d in src.damaged]
+    start = int(manifest["start_ns"])
+    found.gaps += [Gap(d.start_ns, d.end_ns, d.text(start)) for d in src.damaged]
     for g in manifest.get("data_gaps") or []:  # a replay's source: damaged or cut off
         found.gaps.append(Gap(g.get("start_ns"), g.get("end_ns"), g["reason"], g["kind"]))
         if g["kind"] == "not recorded":
@@ -196,7 +197,6 @@ def check_run(run_dir: Path, manifest: dict, src: SourceBag) -> RunIntegrity:
             f"{', '.join(data_changed)} differs from its SHA-256 outside the message data; "
             "every chunk matches its CRC"
         )
-    start = int(manifest["start_ns"])
     if found.state in ("interrupted", "failed"):
         end = manifest.get("recorded_end_ns")
         why = manifest.get("stopped_by") or manifest.get("error") or "the run failed"
@@ -216,8 +216,9 @@ def check_run(run_dir: Path, manifest: dict, src: SourceBag) -> RunIntegrity:
             f"recording and process {alive} on this machine is alive; this is a snapshot of a "
             "run in progress"
             if alive is not None
-            else f"interrupted at t = {(end - start) / 1e9:.9g} s: the run was killed (run.json "
-            "still says it is recording); its bag was read up to its last complete record"
+            else f"interrupted at t = {(end - start) / 1e9:.9g} s: the run was killed, or a "
+            "full disk kept it from marking run.json (which still says it is recording); its "
+            "bag was read up to its last complete record"
         )
     return found
 

@@ -190,8 +190,8 @@ def _open_bag(run_dir: Path, manifest: dict) -> SourceBag:
             run_dir / "bag",
             "bag",
             exc.value,
-            "the run was killed before its bag held a complete chunk (run.json still says "
-            "it is recording): there is nothing to verify",
+            "the run was killed before its bag held a complete chunk (or a full disk stopped "
+            "it then; run.json still says it is recording): there is nothing to verify",
         ) from None
 
 

@@ -42,14 +42,24 @@ class Damage:
     end_ns: int | None = None
     messages: dict[str, int] = field(default_factory=dict)
 
-    def text(self) -> str:
+    def text(self, origin_ns: int | None = None) -> str:
+        """One line; with `origin_ns` (the run's t = 0) the span reads as seconds into the run,
+        else as full log stamps (a 2024 epoch at 9 significant digits hid the span)."""
+
         def sec(t: int | None) -> str:
-            return "?" if t is None else f"{t / 1e9:.9g}"
+            if t is None:
+                return "?"
+            if origin_ns is not None:
+                return f"{(t - origin_ns) / 1e9:.3f}"
+            return f"{t // 1_000_000_000}.{t % 1_000_000_000:09d}"
 
         held = ", ".join(f"{n} on {t}" for t, n in sorted(self.messages.items()))
+        when = "t = " if origin_ns is not None else ""
         return (
-            f"{self.file}, {self.where}: {self.reason}; messages logged {sec(self.start_ns)} to "
-            f"{sec(self.end_ns)} s" + (f" ({held})" if held else "")
+            f"{self.file}, {self.where}: {self.reason}; messages logged {when}"
+            f"{sec(self.start_ns)} to {sec(self.end_ns)} s"
+            + (" into the run" if origin_ns is not None else "")
+            + (f" ({held})" if held else "")
         )
 
 
