@@ -4,7 +4,8 @@ never a traceback, a hang or a judged garbage value.
 
 Two tiers: the loaders (fast, a few hundred examples) and the real command line in-process
 (`simconform run` and `simconform replay`, fewer examples, each a real short run when the input
-is accepted). `SIMCONFORM_FUZZ_EXAMPLES=5000 pytest tests/test_input_fuzz.py` runs thousands.
+is accepted). `python3 -m tox -e fuzz` (or `SIMCONFORM_FUZZ_EXAMPLES=5000 pytest
+tests/test_input_fuzz.py`) runs thousands.
 """
 
 from __future__ import annotations
