@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from simconform.progress import step
 from simconform.verify.compare.config import CompareConfig, validate_config
 from simconform.verify.compare.identity import (
     check_comparable,
@@ -63,7 +64,10 @@ def compare_runs(cfg: CompareConfig) -> Comparison:
     span = mb if side == 1 else ma
     duration_s = (span["end_ns"] - span["start_ns"]) / 1e9
     level = tost_level(cfg.confidence)
+    step("compare: published errors of run A", cfg.progress)
     series_a = published_series(dir_a, spec, origin, duration_s, level)
+    if not same_dir:
+        step("compare: published errors of run B", cfg.progress)
     series_b = series_a if same_dir else published_series(dir_b, spec, origin, duration_s, level)
     published = compare_published(spec, series_a, series_b, cfg.confidence, cfg.bootstrap)
     samples = {
