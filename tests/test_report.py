@@ -197,3 +197,55 @@ def test_run_writes_the_overview_and_camera_overlay(short_run: Path) -> None:
     assert over.size[0] > 1000 and np.asarray(over.convert("L")).std() > 20
     cam = _report(short_run)["sensors"]["camera"]["metrics"]["intensity_std"]
     assert cam["predicted"] < cam["configured"]  # JPEG smooths: the overlay must not be 5
+
+
+def test_foxglove_layout_shows_topics_and_fields_the_demo_run_writes(short_run: Path) -> None:
+    """examples/foxglove_layout.json: every topic it opens is in the demo's bag with a type its
+    panel draws, every plotted field resolves on a real message, every pane is configured."""
+    from rosbags.highlevel import AnyReader
+
+    layout = json.loads((REPO / "examples" / "foxglove_layout.json").read_text())
+    cfg = layout["configById"]
+
+    def leaves(node):
+        if isinstance(node, str):
+            yield node
+        else:
+            yield from leaves(node["first"])
+            yield from leaves(node["second"])
+
+    assert sorted(leaves(layout["layout"])) == sorted(cfg)
+    drawn = {
+        "3D": {
+            "sensor_msgs/msg/PointCloud2",
+            "sensor_msgs/msg/CameraInfo",
+            "nav_msgs/msg/Odometry",
+        },
+        "Image": {"sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage"},
+        "map": {"sensor_msgs/msg/NavSatFix"},
+    }
+    with AnyReader([short_run / "bag"]) as reader:
+        types = {c.topic: c.msgtype for c in reader.connections}
+        first = {}
+        for conn, _, raw in reader.messages():
+            first.setdefault(conn.topic, reader.deserialize(raw, conn.msgtype))
+    for pid, c in cfg.items():
+        kind = pid.split("!")[0]
+        if kind == "3D":
+            topics = list(c["topics"])
+        elif kind == "Image":
+            topics = [c["imageMode"]["imageTopic"]]
+            assert types[c["imageMode"]["calibrationTopic"]] == "sensor_msgs/msg/CameraInfo"
+        elif kind == "map":
+            topics = [c["followTopic"], *c["topicColors"]]
+        else:
+            assert kind == "Plot" and c["paths"]
+            for p in c["paths"]:
+                topic, *fields = p["value"].split(".")
+                value = first[topic]
+                for f in fields:
+                    value = getattr(value, f)
+                assert isinstance(value, float) and p["enabled"], p
+            continue
+        for t in topics:
+            assert types[t] in drawn[kind], (pid, t)
