@@ -88,8 +88,9 @@ def not_checked(report: dict) -> list[dict]:
                 {
                     "sensor": name,
                     "what": "intensity metrics on part of the frames",
-                    "why": f"judged on {sampled:,} of {s['frames_paired']:,} frames (every "
-                    f"{s['judged_every']}th: each needs the JPEG chain simulated on its truth)",
+                    "why": f"judged on {sampled:,} of {s['frames_paired']:,} frames (one in "
+                    f"every {s['judged_every']}: each needs the JPEG chain simulated on its "
+                    "truth)",
                 }
             )
         for topic, n in (s.get("excluded") or {}).items():
