@@ -13,6 +13,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import jsonschema
 import numpy as np
 import pymap3d
 import pytest
@@ -798,6 +799,10 @@ def test_cli_command_writes_reports_and_exit_code(tmp_path: Path) -> None:
     report = json.loads((tmp_path / "o" / "report" / "report.json").read_text())
     assert report["run"]["backend"] == "replay"
     assert res.exit_code == (0 if report["verdict"] in ("pass", "not_applicable") else 1)
+    schema = json.loads((REPO / "docs" / "report.schema.json").read_text())
+    jsonschema.validate(report, schema)  # a replay's report follows the documented schema too
+    source = report["provenance"]["inputs"]["source_bag"]
+    assert source["sha256"] == report["run"]["provenance"]["bag"]["sha256"]
     assert (tmp_path / "o" / "report" / "report.md").is_file()
     again = CliRunner().invoke(app, args)  # an existing run is not replaced without --force
     assert isinstance(again.exception, UserError) and "--force" in str(again.exception)
