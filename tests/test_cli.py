@@ -98,3 +98,18 @@ def test_verify_json_quiet_and_progress_for_scripts(short_run: Path, tmp_path: P
     assert re.search(r"^simconform: verifying +\d+ %", r.stderr, re.M), r.stderr
     q = _cli_env("verify", str(run), "--quiet")
     assert q.returncode == r.returncode and q.stdout == "" and q.stderr == ""
+
+
+def test_run_json_is_the_only_thing_on_stdout(tmp_path: Path) -> None:
+    """`run --json`: stdout parses as one JSON object (no table, no library output), the
+    capture and verify progress go to stderr as plain lines, the exit code is the verdict's."""
+    out = tmp_path / "r"
+    r = _cli_env("run", "--duration", "3", "--out", str(out), "--json", "--jobs", "0")
+    doc = json.loads(r.stdout)
+    report = json.loads((out / "report" / "report.json").read_text())
+    assert doc["verdict"] == report["verdict"] and r.returncode == doc["exit_code"]
+    assert doc["not_checked"] == report["summary"]["not_checked"]
+    progress = [line for line in r.stderr.splitlines() if line.startswith("simconform: ")]
+    assert any("capturing" in line for line in progress)
+    assert any("verifying" in line for line in progress)
+    assert all(line.startswith("simconform: ") for line in r.stderr.splitlines()), r.stderr

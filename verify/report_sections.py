@@ -269,15 +269,22 @@ def provenance(report: dict) -> list[Section]:
     def wall(x) -> str:
         return "-" if x is None else f"{x:.1f} s"
 
-    for who, d in (("recorded", rec), ("verified", ver)):
-        sec.rows += [
-            [f"{who} with", f"simconform {d.get('simconform') or '?'}"],
-            [f"{who}: git commit", d.get("git_commit") or "not in a git checkout"],
-            [f"{who}: command line", f"`{d['command_line']}`" if d.get("command_line") else "-"],
-            [f"{who}: at", d.get("created") or d.get("at") or "-"],
-            [f"{who}: wall time", wall(d.get("wall_s"))],
-            [f"{who}: machine", machine(d.get("machine"))],
+    def cells(d: dict) -> list[tuple[str, str]]:
+        return [
+            ("simconform", d.get("simconform") or "?"),
+            ("git commit", d.get("git_commit") or "not in a git checkout"),
+            ("command line", f"`{d['command_line']}`" if d.get("command_line") else "-"),
+            ("at", d.get("created") or d.get("at") or "-"),
+            ("wall time", wall(d.get("wall_s"))),
+            ("machine", machine(d.get("machine"))),
         ]
+
+    # one row where recording and verification agree (`run` does both), two where they differ
+    for (key, r), (_, v) in zip(cells(rec), cells(ver)):
+        if r == v and key not in ("at", "wall time"):
+            sec.rows.append([key, r])
+        else:
+            sec.rows += [[f"{key} (recorded)", r], [f"{key} (verified)", v]]
     sec.rows += [
         [
             "backend",
