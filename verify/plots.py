@@ -20,7 +20,7 @@ def _plt():
     return plt
 
 
-def _axis_limits(e: np.ndarray, centre: float, sigma: float) -> tuple[float, float]:
+def axis_limits(e: np.ndarray, centre: float, sigma: float) -> tuple[float, float]:
     """0.5 to 99.5 percentile of the errors, widened to the predicted centre +- 4 sigma: a few
     outliers do not squash the histogram, and the predicted curve is always seen whole."""
     lo, hi = np.percentile(e, [0.5, 99.5])
@@ -30,6 +30,20 @@ def _axis_limits(e: np.ndarray, centre: float, sigma: float) -> tuple[float, flo
         lo, hi = lo - 1.0, hi + 1.0
     pad = 0.04 * (hi - lo)
     return float(lo - pad), float(hi + pad)
+
+
+def bin_edges(values: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """One bin per integer for integer data (image levels: no comb of empty bins), else
+    numpy's "auto" count between 8 and 80 over [lo, hi]."""
+    if len(values) and np.all(values == np.rint(values)) and hi - lo <= 200:
+        return np.arange(np.floor(lo) - 0.5, np.ceil(hi) + 1.0)
+    n_bins = len(np.histogram_bin_edges(values, bins="auto")) - 1 if len(values) else 8
+    return np.linspace(lo, hi, int(np.clip(n_bins, 8, 80)) + 1)
+
+
+def per_unit(unit: str) -> str:
+    """The unit of a density over `unit`: 1/m, 1/(m/s^2)."""
+    return f"1/({unit})" if "/" in unit or " " in unit else f"1/{unit}"
 
 
 def predicted(f: dict) -> tuple[float, float, str]:
@@ -55,14 +69,9 @@ def hist_axis(ax, name: str, f: dict, title: str, rng=None) -> None:
         ax.axis("off")
         return
     b, s, label = predicted(f)
-    lo, hi = _axis_limits(e, b, s)
+    lo, hi = axis_limits(e, b, s)
     inside = e[(e >= lo) & (e <= hi)]
-    if np.all(inside == np.rint(inside)) and hi - lo <= 200:  # integer levels: one bin each
-        edges = np.arange(np.floor(lo) - 0.5, np.ceil(hi) + 1.0)
-    else:
-        n_bins = len(np.histogram_bin_edges(inside, bins="auto")) - 1
-        edges = np.linspace(lo, hi, int(np.clip(n_bins, 8, 80)) + 1)
-    counts, edges = np.histogram(inside, bins=edges)
+    counts, edges = np.histogram(inside, bins=bin_edges(inside, lo, hi))
     density = counts / (len(e) * np.diff(edges))  # of all samples: clipped ones still count
     ax.stairs(density, edges, fill=True, color="#8fb8de", label=f"measured (n = {len(e):,})")
     if s > 0:
@@ -89,8 +98,7 @@ def hist_axis(ax, name: str, f: dict, title: str, rng=None) -> None:
     ax.set_xlim(lo, hi)
     ax.set_title(title, fontsize=10)
     ax.set_xlabel(f"{name} error ({unit}){beyond}")
-    per = f"1/({unit})" if "/" in unit or " " in unit else f"1/{unit}"
-    ax.set_ylabel(f"probability density ({per})")
+    ax.set_ylabel(f"probability density ({per_unit(unit)})")
     ax.legend(fontsize=7, loc="upper right")
 
 

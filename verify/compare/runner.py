@@ -24,7 +24,8 @@ from simconform.verify.compare.verdicts import overall, tost_level
 class Comparison:
     report: dict
     truth_diffs: dict = field(default_factory=dict)
-    samples: dict = field(default_factory=dict)  # sensor -> field -> (values a, values b, unit)
+    # sensor -> field -> (values a, values b, unit, {sigma, bias, ...} of the spec)
+    samples: dict = field(default_factory=dict)
 
 
 def compare_runs(cfg: CompareConfig) -> Comparison:
@@ -72,7 +73,12 @@ def compare_runs(cfg: CompareConfig) -> Comparison:
     published = compare_published(spec, series_a, series_b, cfg.confidence, cfg.bootstrap)
     samples = {
         n: {
-            f: (series_a[n][f][0].values, series_b[n][f][0].values, series_a[n][f][1]["unit"])
+            f: (
+                series_a[n][f][0].values,
+                series_b[n][f][0].values,
+                series_a[n][f][1]["unit"],
+                series_a[n][f][1],
+            )
             for f in series_a[n]
             if f in series_b[n] and series_a[n][f][0].kind == "moments"
         }
