@@ -27,9 +27,7 @@ def rows(report: dict):
                 yield sname, mname, "-", "-", "-", "-", m["verdict"], m.get("unit", ""), m["reason"]
                 continue
             if "p_value" in m:
-                note = f"p = {fmt(m['p_value'])} (fails below {fmt(m['alpha'])})"
-                if m.get("note"):
-                    note += f"; {m['note']}"
+                note = m.get("note") or ""  # p and the level it fails below: in `why`
                 yield sname, mname, "normal", fmt(m["measured"]), "-", "-", m["verdict"], "A2", note
                 continue
             ci = f"[{fmt(m['ci'][0])}, {fmt(m['ci'][1])}]"

@@ -69,10 +69,18 @@ def counts(report: dict) -> dict:
     return {"total": total, "per_sensor": per}
 
 
-def not_checked(report: dict) -> list[dict]:
-    """What the verdict does not cover: sensors with nothing judged, metrics not applicable,
-    camera frames judged on a sample, samples left out by the integrity checks."""
-    out = []
+def not_checked(report: dict, manifest: dict | None = None) -> list[dict]:
+    """What the verdict does not cover: spec sensors a replay map leaves out, sensors with
+    nothing judged, metrics not applicable, camera frames judged on a sample, samples left out
+    by the integrity checks."""
+    out = [
+        {
+            "sensor": name,
+            "what": "every metric",
+            "why": "in the spec but not in the replay map: nothing of it was read from the bag",
+        }
+        for name in ((manifest or {}).get("replay") or {}).get("sensors_not_mapped") or []
+    ]
     for name, s in report["sensors"].items():
         ms = s["metrics"]
         if ms and all(m["verdict"] == "not_applicable" for m in ms.values()):
@@ -169,7 +177,7 @@ def complete_report(report: dict, manifest: dict, wall_s: float) -> dict:
     head = {
         "schema_version": SCHEMA_VERSION,
         "verdict": report["verdict"],
-        "summary": {"counts": counts(report), "not_checked": not_checked(report)},
+        "summary": {"counts": counts(report), "not_checked": not_checked(report, manifest)},
         "provenance": provenance(manifest, wall_s),
     }
     rest = {k: v for k, v in report.items() if k not in head}
