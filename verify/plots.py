@@ -200,7 +200,7 @@ def ray_map_figure(rate: np.ndarray, title: str):
     ax.set_xlabel(f"azimuth (deg, {cols} columns, counter-clockwise from x)")
     ax.set_ylabel("ring (0 = lowest beam)")
     ax.set_title(title)
-    fig.colorbar(im, ax=ax, fraction=0.035)
+    fig.colorbar(im, ax=ax, fraction=0.035, label="share of sweeps (0-1)")
     return fig, axes[0, 0], axes[0, 1]
 
 
@@ -216,7 +216,7 @@ def triptych(path: Path, sensor: str, images: dict[str, np.ndarray]) -> Path:
     axes[1].set_title("published (after noise and encoding)")
     im = axes[2].imshow(diff, cmap="magma", vmin=0, vmax=max(1, int(np.percentile(diff, 99.5))))
     axes[2].set_title("|published - truth| (max over channels)")
-    fig.colorbar(im, ax=axes[2], fraction=0.035)
+    fig.colorbar(im, ax=axes[2], fraction=0.035, label="levels (0-255)")
     for ax in axes:
         ax.axis("off")
     fig.tight_layout()

@@ -70,7 +70,7 @@ def camera_plot(path: Path, sensor: str, diff) -> Path | None:
     im = axes[2].imshow(d, cmap="magma", vmin=0, vmax=max(1, int(d.max())))
     ptxt = "inf" if math.isinf(p) else f"{p:.1f}"
     axes[2].set_title(f"|B - A| (max over channels), PSNR {ptxt} dB")
-    fig.colorbar(im, ax=axes[2], fraction=0.035)
+    fig.colorbar(im, ax=axes[2], fraction=0.035, label="levels (0-255)")
     for ax in axes:
         ax.axis("off")
     fig.tight_layout()
