@@ -101,12 +101,13 @@ def not_checked(report: dict, manifest: dict | None = None) -> list[dict]:
                     "truth)",
                 }
             )
-        for topic, n in (s.get("excluded") or {}).items():
+        if s.get("excluded"):  # a count of samples in a damaged span (verify/integrity.py)
             out.append(
                 {
                     "sensor": name,
-                    "what": f"{n} samples",
-                    "why": f"left out by the integrity checks ({topic})",
+                    "what": f"{s['excluded']:,} samples",
+                    "why": "left out by the integrity checks: they lie in a damaged or "
+                    "unrecorded span",
                 }
             )
     if (report.get("run") or {}).get("integrity", {}).get("scope", "whole run") != "whole run":
