@@ -89,6 +89,9 @@ def test_every_verdict_has_its_reason() -> None:
     assert verdict_reason({"verdict": "not_applicable", "reason": "why not", "unit": ""}) == (
         "why not"
     )
+    open_band = {"verdict": "inconclusive", "ci": [0.5, 2.0], "tolerance": [1.0, None]}
+    assert "straddles the lower bound 1" in verdict_reason(open_band)
+    assert "open end" in verdict_reason({**open_band, "ci": [0.5, None]})
 
 
 def test_markdown_and_html_say_the_same_in_order(short_run: Path) -> None:

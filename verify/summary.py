@@ -40,7 +40,10 @@ def verdict_reason(m: dict) -> str:
     if not ci or not tol or None in ci:
         return f"{v}: the interval has an open end (too few samples)"
     lo, hi = ci
-    tlo, thi = tol
+    tlo, thi = (
+        (-float("inf") if tol[0] is None else tol[0]),
+        (float("inf") if tol[1] is None else tol[1]),
+    )
     band = f"tolerance [{_num(tlo)}, {_num(thi)}]"
     interval = f"CI [{_num(lo)}, {_num(hi)}]"
     if v == "pass":
