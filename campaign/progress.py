@@ -1,4 +1,5 @@
-"""Campaign progress on the terminal: one rich bar, a line per finished cell."""
+"""Campaign progress: on a terminal one rich bar and a line per finished cell; elsewhere (a CI
+log, a pipe) a plain line every 10 % (simconform/progress.py Lines) and one per failed cell."""
 
 from __future__ import annotations
 
@@ -17,13 +18,17 @@ SYMBOL = {
 
 
 class CampaignProgress:
-    """One rich bar for the campaign, a line per finished cell; silent when not a terminal."""
+    """One rich bar for the campaign, a line per finished cell; plain lines when not a
+    terminal (enabled None); nothing when enabled is False."""
 
     def __init__(self, total: int, resumed, enabled: bool | None) -> None:
+        from simconform.progress import Lines
+
         self.counts: Counter[str] = Counter(r["status"] for r in resumed)
         self.total = total
         self.enabled = sys.stderr.isatty() if enabled is None else enabled
         self.p = None
+        self.lines = Lines(total, "campaign") if enabled is None and not self.enabled else None
 
     def __enter__(self) -> CampaignProgress:
         if self.enabled:
@@ -63,6 +68,11 @@ class CampaignProgress:
         from rich.markup import escape
 
         self.counts[rec["status"]] += 1
+        if self.lines is not None:
+            if rec["status"] in ("fail", "crashed", "error"):
+                err = f" ({rec['error']})" if rec.get("error") else ""
+                sys.stderr.write(f"simconform: campaign: {rec['id']}: {rec['status']}{err}\n")
+            self.lines.update(self.total_done)
         if self.p is None:
             return
         wall = f" {rec['wall_s']:.1f} s" if rec.get("wall_s") else ""

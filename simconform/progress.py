@@ -73,3 +73,12 @@ def progress_bar(total: int, enabled: bool | None, what: str = "capturing") -> P
     if enabled or sys.stderr.isatty():
         return Bar(total, what)
     return Lines(total, what)
+
+
+def step(what: str, enabled: bool | None) -> None:
+    """One line on stderr as a long command enters its next phase (compare's published errors,
+    its plots), where a bar has no count to show; silent when progress is off."""
+    if enabled is False:
+        return
+    sys.stderr.write(f"simconform: {what}\n")
+    sys.stderr.flush()

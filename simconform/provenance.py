@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import platform
+import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 from simconform.demo import REPO
@@ -31,6 +35,23 @@ def git_commit() -> str | None:
         check=False,
     ).stdout.strip()
     return commit + ("+dirty" if dirty else "")
+
+
+def command_line() -> str:
+    """The command as typed (program name without its folder), for a report's provenance."""
+    argv = [Path(sys.argv[0]).name, *sys.argv[1:]] if sys.argv and sys.argv[0] else []
+    return shlex.join(argv)
+
+
+def machine() -> dict:
+    """What the result was computed on: a run's speed and a library's numerics depend on it."""
+    return {
+        "host": platform.node(),
+        "system": f"{platform.system()} {platform.release()}",
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+    }
 
 
 def sha256(path: Path) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import socket
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,7 +41,7 @@ from simconform.outdir import check_target, claim, io_error, write_json_atomic
 from simconform.pipeline.chain import SensorPipeline
 from simconform.pipeline.schedule import capture_times
 from simconform.progress import progress_bar
-from simconform.provenance import git_commit, output_digests, sha256
+from simconform.provenance import command_line, git_commit, machine, output_digests, sha256
 from simconform.registry import get_backend
 from simconform.spec import (
     OPTICAL_TO_BODY,
@@ -226,7 +227,7 @@ def run(cfg: RunConfig, progress: bool | None = None) -> RunResult:
         backend.close()
 
 
-def _manifest(cfg: RunConfig, inp: Inputs, engine_plan: dict) -> dict:
+def _manifest(cfg: RunConfig, inp: Inputs, engine_plan: dict, engine: str | None) -> dict:
     extra = {}
     if cfg.noise == "engine":  # per sensor: what the engine applied, what simconform applied
         extra["noise_stages"] = engine_plan
@@ -234,7 +235,10 @@ def _manifest(cfg: RunConfig, inp: Inputs, engine_plan: dict) -> dict:
         "simconform": __version__,
         "git_commit": git_commit(),
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "command_line": command_line(),
+        "machine": machine(),
         "backend": cfg.backend,
+        "engine_version": engine,
         "seed": cfg.seed,
         "noise": cfg.noise,
         "emulate": cfg.emulate,
@@ -273,7 +277,8 @@ def _record(
     out.mkdir(parents=True, exist_ok=True)  # claimed, so ours and emptied
     (out / "gt").mkdir()
     engine_plan = engine_plan or {}
-    manifest = _manifest(cfg, inp, engine_plan)
+    manifest = _manifest(cfg, inp, engine_plan, backend.engine_version())
+    t0 = time.monotonic()
     write_json_atomic(out / "run.json", manifest)
 
     spec = inp.spec
@@ -384,6 +389,7 @@ def _record(
             published=result.published,
             state=state,
             recorded_end_ns=now,
+            wall_s=round(time.monotonic() - t0, 3),
         )
         if failure is not None and not isinstance(failure, KeyboardInterrupt):
             at = (now - inp.start_ns) / 1e9

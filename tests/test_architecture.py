@@ -55,6 +55,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "simconform.prefetch",
             "simconform.feed",
             "simconform.probe",
+            "simconform.doctor",
             "simconform.budget",
             "simconform.runplan",
         ),

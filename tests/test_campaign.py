@@ -113,7 +113,8 @@ def kill_backend(monkeypatch):
     monkeypatch.setitem(BACKENDS, "slow", SLOW)
 
 
-def test_local_pool_report_cli_and_resume(tmp_path: Path) -> None:
+def test_local_pool_report_cli_and_resume(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("SIMCONFORM_PROGRESS_INTERVAL_S", "0")
     file = campaign_file(
         tmp_path,
         variants={
@@ -124,6 +125,8 @@ def test_local_pool_report_cli_and_resume(tmp_path: Path) -> None:
     out = tmp_path / "out"
     args = ["campaign", str(file), "--out", str(out), "--jobs", "2"]
     assert app(args, standalone_mode=False) == 0
+    # stderr is no terminal here: plain progress lines, as in a CI log
+    assert "simconform: campaign 100 %" in capsys.readouterr().err
 
     report = json.loads((out / "campaign.json").read_text())
     ids = [c["id"] for c in report["cells"]]

@@ -1,13 +1,23 @@
-"""The command line itself: --version, and `simconform backends` answering before a long run."""
+"""The command line itself: --version, `simconform backends` and `doctor` answering before a
+long run, and the habits scripts rely on (--json, --quiet, progress lines on a pipe)."""
 
 from __future__ import annotations
 
+import ctypes.util
+import importlib.metadata as md
+import json
+import os
 import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from conftest import cli
 from simconform import __version__
+from simconform.registry import BACKENDS
 
 
 def test_version_names_the_release_and_the_commit() -> None:
@@ -37,3 +47,69 @@ def test_backends_starts_a_real_gazebo_server() -> None:
     r = cli("backends", "gazebo", timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert re.search(r"gazebo\s*│\s*yes\s*│\s*gz-sim 8\.", r.stdout), r.stdout
+
+
+def _cli_env(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """The real entry point with stderr a pipe (as in CI) and progress lines every 10 %."""
+    env = {**os.environ, "SIMCONFORM_PROGRESS_INTERVAL_S": "0"}
+    return subprocess.run(
+        [sys.executable, "-m", "simconform.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+
+
+def test_doctor_lists_backends_and_components_with_versions() -> None:
+    r = _cli_env("doctor", "--json", "--no-capture")
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(r.stdout)  # nothing but the JSON on stdout
+    backends = {f["name"]: f for f in doc["backends"]}
+    assert set(backends) == set(BACKENDS) and backends["reference"]["found"]
+    parts = {f["name"]: f for f in doc["components"]}
+    for dist in ("mujoco", "ray", "kiss-icp"):
+        assert parts[dist]["found"] and parts[dist]["detail"] == f"{dist} {md.version(dist)}"
+    osmesa = ctypes.util.find_library("OSMesa")
+    assert parts["OSMesa"]["found"] == (osmesa is not None)
+    assert parts["OSMesa"]["found"] or parts["OSMesa"]["install"] == "apt-get install libosmesa6"
+    gz = parts["Gazebo Harmonic"]
+    assert gz["found"] == (shutil.which("gz") is not None and "not found" not in gz["detail"])
+
+
+def test_doctor_probes_the_reference_backend_with_a_capture() -> None:
+    r = _cli_env("doctor")
+    rows = {line.split("│")[1].strip(): line for line in r.stdout.splitlines() if "│" in line}
+    assert "yes" in rows["reference"] and "lidar and camera captured" in rows["reference"]
+    assert r.stdout.rstrip().splitlines()[-1].startswith(("missing: ", "nothing missing"))
+
+
+def test_verify_json_quiet_and_progress_for_scripts(short_run: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(short_run, run)
+    expected = json.loads((short_run / "report" / "report.json").read_text())["verdict"]
+    r = _cli_env("verify", str(run), "--json")
+    out = json.loads(r.stdout)  # stdout is the JSON alone: no table, no library warnings
+    assert out["verdict"] == expected and out["exit_code"] == r.returncode
+    assert out["report"] == str(run / "report" / "report.json")
+    assert out["sensors"]["lidar"]["range_std"]["verdict"] in ("pass", "inconclusive")
+    assert sum(out["counts"]["total"].values()) == sum(len(s) for s in out["sensors"].values())
+    assert re.search(r"^simconform: verifying +\d+ %", r.stderr, re.M), r.stderr
+    q = _cli_env("verify", str(run), "--quiet")
+    assert q.returncode == r.returncode and q.stdout == "" and q.stderr == ""
+
+
+def test_run_json_is_the_only_thing_on_stdout(tmp_path: Path) -> None:
+    """`run --json`: stdout parses as one JSON object (no table, no library output), the
+    capture and verify progress go to stderr as plain lines, the exit code is the verdict's."""
+    out = tmp_path / "r"
+    r = _cli_env("run", "--duration", "3", "--out", str(out), "--json", "--jobs", "0")
+    doc = json.loads(r.stdout)
+    report = json.loads((out / "report" / "report.json").read_text())
+    assert doc["verdict"] == report["verdict"] and r.returncode == doc["exit_code"]
+    assert doc["not_checked"] == report["summary"]["not_checked"]
+    progress = [line for line in r.stderr.splitlines() if line.startswith("simconform: ")]
+    assert any("capturing" in line for line in progress)
+    assert any("verifying" in line for line in progress)
+    assert all(line.startswith("simconform: ") for line in r.stderr.splitlines()), r.stderr

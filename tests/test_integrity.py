@@ -23,6 +23,7 @@ import zlib
 from pathlib import Path
 from typing import ClassVar
 
+import jsonschema
 import numpy as np
 import pytest
 import zstandard
@@ -31,7 +32,7 @@ from hypothesis import strategies as st
 from mcap.reader import make_reader
 from mcap.stream_reader import StreamReader
 
-from conftest import cli
+from conftest import REPO, cli
 from simconform.bag.reader import SourceBag
 from simconform.errors import UserError
 
@@ -300,6 +301,10 @@ def test_verify_names_a_damaged_lidar_chunk_and_judges_only_the_intact_data(
     assert (
         lidar["excluded"] >= n_lidar and lidar["captures"] + lidar["excluded"] == lidar0["captures"]
     )
+    # the report's first screen says what the verdict leaves out, in the documented schema
+    gaps = {(g["sensor"], g["what"]) for g in report["summary"]["not_checked"]}
+    assert ("lidar", f"{lidar['excluded']:,} samples") in gaps and ("*", "part of the run") in gaps
+    jsonschema.validate(report, json.loads((REPO / "docs" / "report.schema.json").read_text()))
     for name in ("range_std", "range_bias", "point_dropout", "latency_ms"):
         m, m0 = lidar["metrics"][name], lidar0["metrics"][name]
         assert m["n"] < m0["n"] and np.isfinite(m["measured"]), (name, m)

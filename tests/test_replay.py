@@ -13,6 +13,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import jsonschema
 import numpy as np
 import pymap3d
 import pytest
@@ -798,6 +799,15 @@ def test_cli_command_writes_reports_and_exit_code(tmp_path: Path) -> None:
     report = json.loads((tmp_path / "o" / "report" / "report.json").read_text())
     assert report["run"]["backend"] == "replay"
     assert res.exit_code == (0 if report["verdict"] in ("pass", "not_applicable") else 1)
+    schema = json.loads((REPO / "docs" / "report.schema.json").read_text())
+    jsonschema.validate(report, schema)  # a replay's report follows the documented schema too
+    source = report["provenance"]["inputs"]["source_bag"]
+    assert source["sha256"] == report["run"]["provenance"]["bag"]["sha256"]
+    manifest = json.loads((tmp_path / "o" / "run.json").read_text())
+    unmapped = manifest["replay"]["sensors_not_mapped"]
+    assert unmapped  # the map has the lidar only: the report says the rest was not checked
+    listed = {g["sensor"] for g in report["summary"]["not_checked"] if g["what"] == "every metric"}
+    assert set(unmapped) <= listed
     assert (tmp_path / "o" / "report" / "report.md").is_file()
     again = CliRunner().invoke(app, args)  # an existing run is not replaced without --force
     assert isinstance(again.exception, UserError) and "--force" in str(again.exception)

@@ -138,7 +138,10 @@ def test_ground_truth_files_and_manifest(short_run: Path) -> None:
 
 def test_report_files_and_keys(short_run: Path) -> None:
     report = json.loads((short_run / "report" / "report.json").read_text())
-    assert set(report) == {"run", "confidence", "family", "sensors", "verdict"}
+    assert set(report) == {
+        *("schema_version", "summary", "provenance"),  # tests/test_report.py checks these
+        *("run", "confidence", "family", "sensors", "verdict"),
+    }
     assert report["confidence"] == 0.95
     assert report["family"]["method"] == "holm" and report["family"]["alpha"] == 0.05
     assert {"backend", "seed", "complete", "spec", "world"} <= set(report["run"])

@@ -249,6 +249,11 @@ class Accumulator:
             robust={k: _num(v) for k, v in rob.items()},
         )
         rmse = tl.rmse_expected(bias, sigma, walk, t_span)
+        if walk > 0:  # the histogram's overlay: white noise widened by the walk over the run
+            self.samples[f"{quantity}{sfx}"].update(
+                predicted_sigma=float(np.sqrt(max(rmse**2 - bias**2, 0.0))),
+                predicted_from="white noise + bias random walk over the run",
+            )
         out[f"{quantity}_rmse{sfx}"] = metric(
             stats.rmse_ci(e, lv),
             rmse,

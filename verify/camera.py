@@ -109,6 +109,7 @@ class CameraAccumulator(Accumulator):
                 "sigma": n.sigma,
                 "bias": n.bias,
                 "unit": unit,
+                "note": f"pixels of the first {len(self.hist)} frames",
             }
         if self.images:
             self.samples["_images"] = self.images
@@ -152,6 +153,13 @@ class CameraAccumulator(Accumulator):
                 "encoding_share_of_mse": float(q0.mean() / mse) if mse > 0 else None,
             }
         out["intensity_std"] = metric(est, n.sigma, band, unit, predicted=p, **common, **extra)
+        if "intensity" in self.samples:  # the plot overlays what the verdict is judged against
+            sigma_p = float(np.sqrt(max(float(vp.mean()), 0.0)))
+            self.samples["intensity"].update(
+                predicted_sigma=sigma_p,
+                predicted_bias=float(mp.mean()),
+                predicted_from="after clamp, round" + (", JPEG" * (s.encoding == "jpeg")),
+            )
         est, p, band = paired(q, qp, lambda p: tl.relative_band(p, tol.sigma_rel), root)
         out["intensity_rmse"] = metric(
             est, float(np.hypot(n.bias, n.sigma)), band, unit, predicted=p, **common
@@ -162,6 +170,15 @@ class CameraAccumulator(Accumulator):
             "A2",
         )
         return out
+
+    def details(self) -> dict:
+        """How many paired frames the intensity metrics were judged on (JPEG: a sample, each
+        needs the encoding chain simulated on its truth), for the report's "not checked"."""
+        return {
+            "frames_paired": self.paired,
+            "frames_judged": len(self.frames),
+            "judged_every": 1 if self.spec.encoding == "raw" else self.every,
+        }
 
 
 def _sqrt(x: float) -> float:

@@ -1,5 +1,6 @@
-"""PNG plots: error histograms with the configured Gaussian overlaid, and a conformance chart of
-every metric's confidence interval against its tolerance band."""
+"""PNG plots: error histograms with the predicted distribution overlaid (the one the verdict
+judges against), a conformance chart of every metric's interval against its tolerance band,
+and the one-page overview (plots_overview.py)."""
 
 from __future__ import annotations
 
@@ -19,36 +20,99 @@ def _plt():
     return plt
 
 
+def axis_limits(e: np.ndarray, centre: float, sigma: float) -> tuple[float, float]:
+    """0.5 to 99.5 percentile of the errors, widened to the predicted centre +- 4 sigma: a few
+    outliers do not squash the histogram, and the predicted curve is always seen whole."""
+    lo, hi = np.percentile(e, [0.5, 99.5])
+    if sigma > 0:
+        lo, hi = min(lo, centre - 4 * sigma), max(hi, centre + 4 * sigma)
+    if not hi > lo:
+        lo, hi = lo - 1.0, hi + 1.0
+    pad = 0.04 * (hi - lo)
+    return float(lo - pad), float(hi + pad)
+
+
+def bin_edges(values: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """One bin per integer for integer data (image levels: no comb of empty bins), else
+    numpy's "auto" count between 8 and 80 over [lo, hi]."""
+    if len(values) and np.all(values == np.rint(values)) and hi - lo <= 200:
+        return np.arange(np.floor(lo) - 0.5, np.ceil(hi) + 1.0)
+    n_bins = len(np.histogram_bin_edges(values, bins="auto")) - 1 if len(values) else 8
+    return np.linspace(lo, hi, int(np.clip(n_bins, 8, 80)) + 1)
+
+
+def per_unit(unit: str) -> str:
+    """The unit of a density over `unit`: 1/m, 1/(m/s^2)."""
+    return f"1/({unit})" if "/" in unit or " " in unit else f"1/{unit}"
+
+
+def predicted(f: dict) -> tuple[float, float, str]:
+    """(centre, sigma, label) of the distribution the verdict judges this field against:
+    the camera's after clamp/round/encode, a walk-widened one, else the spec's Gaussian."""
+    if f.get("predicted_sigma") is not None:
+        b = f.get("predicted_bias", f["bias"])
+        s = f["predicted_sigma"]
+        what = f.get("predicted_from", "after clamp, round and encoding")
+        return b, s, f"predicted {what}: N({b:.3g}, {s:.3g}²)"
+    return f["bias"], f["sigma"], f"predicted (spec): N({f['bias']:g}, {f['sigma']:g}²)"
+
+
+def hist_axis(ax, name: str, f: dict, title: str, rng=None) -> None:
+    """One field's error histogram (density) with the predicted distribution overlaid."""
+    e = np.asarray(f["errors"], dtype=float)
+    e = e[np.isfinite(e)]
+    unit = f["unit"]
+    if len(e) > MAX_HIST:
+        e = (rng or np.random.default_rng(0)).choice(e, MAX_HIST, replace=False)
+    if len(e) == 0:
+        ax.set_title(f"{title}: no samples")
+        ax.axis("off")
+        return
+    b, s, label = predicted(f)
+    lo, hi = axis_limits(e, b, s)
+    inside = e[(e >= lo) & (e <= hi)]
+    counts, edges = np.histogram(inside, bins=bin_edges(inside, lo, hi))
+    density = counts / (len(e) * np.diff(edges))  # of all samples: clipped ones still count
+    ax.stairs(density, edges, fill=True, color="#8fb8de", label=f"measured (n = {len(e):,})")
+    if s > 0:
+        x = np.linspace(lo, hi, 400)
+        ax.plot(
+            x,
+            np.exp(-0.5 * ((x - b) / s) ** 2) / (s * np.sqrt(2 * np.pi)),
+            "k-",
+            lw=1.5,
+            label=label,
+        )
+        if f.get("predicted_sigma") is not None and f["sigma"] > 0:
+            c, sc = f["bias"], f["sigma"]
+            ax.plot(
+                x,
+                np.exp(-0.5 * ((x - c) / sc) ** 2) / (sc * np.sqrt(2 * np.pi)),
+                "--",
+                color="#888888",
+                lw=1,
+                label=f"configured N({c:g}, {sc:g}²), not judged",
+            )
+    outside = len(e) - len(inside)
+    beyond = f"; {outside:,} beyond the axes" if outside else ""
+    ax.set_xlim(lo, hi)
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel(f"{name} error ({unit}){beyond}")
+    ax.set_ylabel(f"probability density ({per_unit(unit)})")
+    ax.legend(fontsize=7, loc="upper right")
+
+
 def histogram(path: Path, sensor: str, fields: dict[str, dict]) -> Path:
     plt = _plt()
     fields = {k: v for k, v in fields.items() if not k.startswith("_")}
     n = len(fields)
     cols = min(3, n)
     rows = int(np.ceil(n / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.0 * cols, 3.6 * rows), squeeze=False)
     rng = np.random.default_rng(0)
     for ax, (name, f) in zip(axes.flat, fields.items()):
-        e = np.asarray(f["errors"], dtype=float)
-        if len(e) > MAX_HIST:
-            e = rng.choice(e, MAX_HIST, replace=False)
-        if len(e) == 0:
-            ax.set_title(f"{name}: no samples")
-            continue
-        counts, edges = np.histogram(e, bins=80, density=True)
-        ax.stairs(counts, edges, fill=True, color="#8fb8de", label="measured")
-        if f["sigma"] > 0:
-            x = np.linspace(e.min(), e.max(), 400)
-            s, b = f["sigma"], f["bias"]
-            ax.plot(
-                x,
-                np.exp(-0.5 * ((x - b) / s) ** 2) / (s * np.sqrt(2 * np.pi)),
-                "k-",
-                lw=1.5,
-                label=f"configured N({b:g}, {s:g}²)",
-            )
-        ax.set_title(f"{sensor}: {name} error")
-        ax.set_xlabel(f["unit"])
-        ax.legend(fontsize=7)
+        note = f" ({f['note']})" if f.get("note") else ""
+        hist_axis(ax, name, f, f"{sensor}: {name} error{note}", rng)
     for ax in list(axes.flat)[n:]:
         ax.axis("off")
     fig.tight_layout()
@@ -136,7 +200,7 @@ def ray_map_figure(rate: np.ndarray, title: str):
     ax.set_xlabel(f"azimuth (deg, {cols} columns, counter-clockwise from x)")
     ax.set_ylabel("ring (0 = lowest beam)")
     ax.set_title(title)
-    fig.colorbar(im, ax=ax, fraction=0.035)
+    fig.colorbar(im, ax=ax, fraction=0.035, label="share of sweeps (0-1)")
     return fig, axes[0, 0], axes[0, 1]
 
 
@@ -152,7 +216,7 @@ def triptych(path: Path, sensor: str, images: dict[str, np.ndarray]) -> Path:
     axes[1].set_title("published (after noise and encoding)")
     im = axes[2].imshow(diff, cmap="magma", vmin=0, vmax=max(1, int(np.percentile(diff, 99.5))))
     axes[2].set_title("|published - truth| (max over channels)")
-    fig.colorbar(im, ax=axes[2], fraction=0.035)
+    fig.colorbar(im, ax=axes[2], fraction=0.035, label="levels (0-255)")
     for ax in axes:
         ax.axis("off")
     fig.tight_layout()

@@ -8,12 +8,14 @@ are left out, and the report says what its verdict covers (`run.integrity.scope`
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from simconform.bag.reader import SourceBag
 from simconform.errors import UserError, from_validation
+from simconform.progress import progress_bar
 from simconform.spec import Spec
 from simconform.verify import stats
 from simconform.verify import tolerances as tl
@@ -23,6 +25,7 @@ from simconform.verify.family import apply_holm
 from simconform.verify.integrity import check_run, run_state
 from simconform.verify.metrics import make_accumulator
 from simconform.verify.pairing import BagSummary, Pair, stream_pairs
+from simconform.verify.summary import complete_report
 from simconform.world import Origin
 
 VERDICT_ORDER = ("fail", "inconclusive", "pass")
@@ -52,7 +55,12 @@ def load_manifest(run_dir: Path) -> dict:
     return data
 
 
-def verify_run(run_dir: Path, level: float = 0.95, write: bool = True) -> dict:
+def verify_run(
+    run_dir: Path, level: float = 0.95, write: bool = True, progress: bool | None = False
+) -> dict:
+    """Judge a run folder and (write) its report/; `progress` as in simconform/progress.py
+    (None: a bar on a terminal, lines elsewhere; False: silent)."""
+    t0 = time.monotonic()
     run_dir = Path(run_dir)
     if not 0.5 <= level < 1:
         raise UserError(None, "--confidence", level, "expected a level in [0.5, 1)")
@@ -63,6 +71,7 @@ def verify_run(run_dir: Path, level: float = 0.95, write: bool = True) -> dict:
     except ValidationError as err:
         raise from_validation(run_dir / "run.json", err) from None
     src = _open_bag(run_dir, manifest)
+    bar = None
     try:
         found = check_run(run_dir, manifest, src)
         start = int(manifest["start_ns"])
@@ -80,7 +89,11 @@ def verify_run(run_dir: Path, level: float = 0.95, write: bool = True) -> dict:
         pairs = stream_pairs(
             src, topics, decode, summary, found.excluded_at, late, found.undecodable
         )
-        for sensor, item in () if found.nothing_judged else pairs:
+        total = sum((manifest.get("captures") or {}).values()) or 1
+        bar = progress_bar(total, progress, "verifying")
+        for i, (sensor, item) in enumerate(() if found.nothing_judged else pairs):
+            if bar is not None and i % 50 == 0:
+                bar.update(min(i, total))
             try:
                 accs[sensor].add(item)
             except ValueError as exc:
@@ -92,6 +105,8 @@ def verify_run(run_dir: Path, level: float = 0.95, write: bool = True) -> dict:
                 ) from None
     finally:
         src.close()
+        if bar is not None:
+            bar.close()
     found.excluded = {k: v for k, v in summary.excluded.items() if v}
     if found.state in ("interrupted", "failed") and found.span_end_ns is None:
         last = max((max(a.truth_stamps, default=start) for a in accs.values()), default=start)
@@ -149,9 +164,10 @@ def verify_run(run_dir: Path, level: float = 0.95, write: bool = True) -> dict:
         "verdict": overall(sensors),
     }
     _localization(run_dir, report)
+    complete_report(report, manifest, time.monotonic() - t0)
     if write:
         from simconform.outdir import io_error, update
-        from simconform.verify.report import write_reports
+        from simconform.verify.report_render import write_reports
 
         with update(run_dir, "run") as out:  # a run still being recorded holds the lock
             out.declare("report/")

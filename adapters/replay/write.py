@@ -33,7 +33,7 @@ from simconform.errors import UserError
 from simconform.frames import Pose
 from simconform.outdir import write_json_atomic
 from simconform.progress import progress_bar
-from simconform.provenance import git_commit, path_digest, sha256
+from simconform.provenance import command_line, git_commit, machine, path_digest, sha256
 
 CLOCK_WARN_S = 60.0  # |log time - stamp| beyond this: the bag's clocks are not comparable
 
@@ -366,6 +366,8 @@ class Replay(Scan):
             "simconform": __version__,
             "git_commit": git_commit(),
             "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "command_line": command_line(),
+            "machine": machine(),
             "backend": "replay",
             "seed": None,
             "storage": "mcap",

@@ -28,6 +28,7 @@ from simconform.cli import (  # noqa: E402
     backends,
     campaign,
     compare,
+    doctor,
     export,
     localize,
     replay,
@@ -50,6 +51,7 @@ app.command("replay")(replay.replay_command)
 app.command("export-sdf")(sdf.export_sdf_command)
 app.command("import-sdf")(sdf.import_sdf_command)
 app.command("backends")(backends.backends_command)
+app.command("doctor")(doctor.doctor_command)
 app.command("localize")(localize.localize_command)
 app.command("export")(export.export_command)
 

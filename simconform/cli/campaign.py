@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from simconform.campaign import SYMBOL, run_campaign
+from simconform.cli.common import ProgressOpt
 
 
 def print_summary(report: dict, console=None) -> None:
@@ -70,10 +71,11 @@ def campaign_command(
     force: Annotated[
         bool, typer.Option("--force", help="Run every cell again, even those already done.")
     ] = False,
+    progress: ProgressOpt = None,
 ) -> None:
     """Run a campaign (backends x seeds x spec variants x worlds), resumably, and report it."""
     try:
-        report = run_campaign(campaign, out, jobs, executor, address, force)
+        report = run_campaign(campaign, out, jobs, executor, address, force, progress)
     except KeyboardInterrupt:
         print("simconform: campaign interrupted; rerun the same command to resume", file=sys.stderr)
         raise typer.Exit(130) from None

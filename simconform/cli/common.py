@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
+from typing import Annotated
 
+import typer
 from rich.console import Console
 from rich.table import Table
 
@@ -13,6 +17,73 @@ err = Console(stderr=True, highlight=False)
 STYLE = {"pass": "green", "fail": "bold red", "inconclusive": "yellow", "not_applicable": "dim"}
 INTERRUPT_CODES = {"SIGINT": 130, "SIGTERM": 143}
 PARTIAL = 4  # the verdict covers only part of the run (damaged or not all recorded)
+
+ProgressOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--progress/--no-progress",
+        help="Progress on stderr: a bar on a terminal, a plain line every 10 % elsewhere "
+        "(default).",
+    ),
+]
+QuietOpt = Annotated[
+    bool,
+    typer.Option(
+        "--quiet",
+        "-q",
+        help="Print nothing but errors (no table, no progress); the exit code is the verdict.",
+    ),
+]
+JsonOpt = Annotated[
+    bool,
+    typer.Option(
+        "--json",
+        help="Print the verdict as one JSON object on stdout instead of the table (for "
+        "scripts; progress and messages stay on stderr).",
+    ),
+]
+
+
+def progress_of(progress: bool | None, quiet: bool) -> bool | None:
+    return False if quiet else progress
+
+
+def verdict_json(report: dict, report_dir: Path | None) -> str:
+    """--json: the verdict, counts, what was not checked and each metric's verdict with its
+    interval; the full report is report.json (docs/report-schema.md)."""
+    sensors = {
+        name: {
+            mname: {
+                k: m[k] for k in ("verdict", "measured", "ci", "tolerance", "unit", "why") if k in m
+            }
+            for mname, m in s["metrics"].items()
+        }
+        for name, s in report["sensors"].items()
+    }
+    out = {
+        "schema_version": report.get("schema_version"),
+        "verdict": report["verdict"],
+        "exit_code": exit_code(report),
+        "scope": ((report.get("run") or {}).get("integrity") or {}).get("scope", "whole run"),
+        "counts": (report.get("summary") or {}).get("counts"),
+        "not_checked": (report.get("summary") or {}).get("not_checked"),
+        "report": None if report_dir is None else str(report_dir / "report.json"),
+        "sensors": sensors,
+    }
+    return json.dumps(out, indent=2)
+
+
+def print_verdict(report: dict, report_dir: Path | None, quiet: bool, as_json: bool) -> None:
+    """The table (default), the JSON (--json) or nothing (--quiet) on stdout."""
+    if as_json:
+        print(verdict_json(report, report_dir))
+    elif not quiet:
+        print_table(report)
+    if not quiet and not as_json:
+        print_integrity(report)
+    elif as_json:
+        for line in (report["run"].get("integrity") or {}).get("findings", []):
+            print(f"integrity: {line}", file=sys.stderr)
 
 
 def stdout_console(width: int = 150) -> Console:

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from simconform.cli.common import exit_code
+from simconform.cli.common import ProgressOpt, exit_code
 from simconform.verify.compare import (
     PSNR_MIN,
     RANGE_TOLERANCE,
@@ -49,6 +49,7 @@ def compare_command(
     force: Annotated[
         bool, typer.Option("--force", help="Replace an existing comparison in --out.")
     ] = False,
+    progress: ProgressOpt = None,
 ) -> None:
     """Compare two runs of one spec, world, trajectory and seed made on two backends."""
     cfg = CompareConfig(
@@ -59,6 +60,7 @@ def compare_command(
         range_tolerance=range_tolerance,
         psnr_min=psnr_min,
         force=force,
+        progress=progress,
     )
     report = compare(cfg)
     print_summary(report)

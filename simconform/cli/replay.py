@@ -112,7 +112,7 @@ def _replay(cfg, confidence: float) -> None:
         err.print(f"[yellow]warning[/]: {w}")
     if not result.complete:
         err.print(f"[yellow]incomplete source[/]: {result.reason}; verified what was readable")
-    report = verify_run(result.out, confidence)
+    report = verify_run(result.out, confidence, progress=None)  # as replaying: bar or lines
     print_table(report)
     print_integrity(report)
     print(f"report: {result.out / 'report' / 'report.md'}")

@@ -10,11 +10,14 @@ import typer
 
 from simconform.cli.common import (
     INTERRUPT_CODES,
+    JsonOpt,
+    ProgressOpt,
+    QuietOpt,
     check_confidence,
     err,
     exit_code,
-    print_integrity,
-    print_table,
+    print_verdict,
+    progress_of,
 )
 from simconform.errors import UserError
 
@@ -80,13 +83,9 @@ def run(
         ),
     ] = None,
     confidence: Annotated[float, typer.Option(help="Confidence level of every interval.")] = 0.95,
-    progress: Annotated[
-        bool | None,
-        typer.Option(
-            "--progress/--no-progress",
-            help="Progress: a bar on a terminal, a line every 10 % elsewhere (default).",
-        ),
-    ] = None,
+    progress: ProgressOpt = None,
+    quiet: QuietOpt = False,
+    as_json: JsonOpt = False,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -144,17 +143,18 @@ def run(
     if dry_run:
         print_plan(cfg)
         return
+    shown = progress_of(progress, quiet)
     with session():  # --out stays locked from the first capture to the last report file
-        result = do_run(cfg, progress=progress)
+        result = do_run(cfg, progress=shown)
         if result.stopped_by:
             err.print(
                 f"[yellow]interrupted by {result.stopped_by}[/]: the bag is closed and holds "
                 f"{sum(result.captures.values())} captures; verifying what was recorded"
             )
-        report = verify_run(result.out, confidence)
-    print_table(report)
-    print_integrity(report)
-    print(f"report: {result.out / 'report' / 'report.md'}")
+        report = verify_run(result.out, confidence, progress=shown)
+    print_verdict(report, result.out / "report", quiet, as_json)
+    if not (quiet or as_json):
+        print(f"report: {result.out / 'report' / 'report.md'}")
     if result.stopped_by:
         raise typer.Exit(INTERRUPT_CODES.get(result.stopped_by, 1))
     raise typer.Exit(exit_code(report))
@@ -190,6 +190,9 @@ def verify(
         Path, typer.Argument(help="A run folder made by `simconform run`.", metavar="DIR")
     ],
     confidence: Annotated[float, typer.Option(help="Confidence level of every interval.")] = 0.95,
+    progress: ProgressOpt = None,
+    quiet: QuietOpt = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Verify a recorded run again, rewrite DIR/report/ and print the verdict table.
 
@@ -199,7 +202,6 @@ def verify(
     from simconform.verify.verifier import verify_run
 
     check_confidence(confidence)
-    report = verify_run(run_dir, confidence)
-    print_table(report)
-    print_integrity(report)
+    report = verify_run(run_dir, confidence, progress=progress_of(progress, quiet))
+    print_verdict(report, Path(run_dir) / "report", quiet, as_json)
     raise typer.Exit(exit_code(report))

@@ -27,6 +27,7 @@ class CompareConfig:
     force: bool = False
     objects: bool = True  # per-object lidar breakdown (needs the world and trajectory files)
     bootstrap: int = BOOTSTRAP
+    progress: bool | None = False  # simconform/progress.py: None a bar or lines, False silent
 
 
 def validate_config(cfg: CompareConfig) -> None:

@@ -13,7 +13,16 @@ from simconform.verify.compare.camera import CameraTruthDiff
 from simconform.verify.compare.explain.report import explained_plot
 from simconform.verify.compare.lidar import LidarTruthDiff
 from simconform.verify.compare.published import metric_names
-from simconform.verify.plots import MAX_HIST, _plt, interval_chart, ray_map_figure
+from simconform.verify.plots import (
+    MAX_HIST,
+    _plt,
+    axis_limits,
+    bin_edges,
+    interval_chart,
+    per_unit,
+    predicted,
+    ray_map_figure,
+)
 from simconform.verify.report import fmt
 
 if TYPE_CHECKING:
@@ -61,7 +70,7 @@ def camera_plot(path: Path, sensor: str, diff) -> Path | None:
     im = axes[2].imshow(d, cmap="magma", vmin=0, vmax=max(1, int(d.max())))
     ptxt = "inf" if math.isinf(p) else f"{p:.1f}"
     axes[2].set_title(f"|B - A| (max over channels), PSNR {ptxt} dB")
-    fig.colorbar(im, ax=axes[2], fraction=0.035)
+    fig.colorbar(im, ax=axes[2], fraction=0.035, label="levels (0-255)")
     for ax in axes:
         ax.axis("off")
     fig.tight_layout()
@@ -88,19 +97,31 @@ def published_plot(path: Path, sensor: str, fields: dict, metrics: dict) -> Path
     n = len(fields)
     cols = min(3, n)
     rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.0 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.0 * cols, 3.6 * rows), squeeze=False)
     rng = np.random.default_rng(0)
-    for ax, (name, (a, b, unit)) in zip(axes.flat, fields.items()):
+    for ax, (name, (a, b, unit, info)) in zip(axes.flat, fields.items()):
         a = a if a.size <= MAX_HIST else rng.choice(a, MAX_HIST, replace=False)
         b = b if b.size <= MAX_HIST else rng.choice(b, MAX_HIST, replace=False)
-        lo, hi = float(min(a.min(), b.min())), float(max(a.max(), b.max()))
-        bins = np.linspace(lo, hi if hi > lo else lo + 1e-9, 81)
+        both = np.concatenate([a, b])
+        overlay = info.get("sigma", 0) > 0 and not info.get("no_overlay")
+        centre, sigma, label = predicted(info) if overlay else (0.0, 0.0, "")
+        lo, hi = axis_limits(both, centre, sigma)
+        bins = bin_edges(both[(both >= lo) & (both <= hi)], lo, hi)
         ax.hist(a, bins=bins, density=True, histtype="step", lw=1.5, label="A", color="#0969da")
         ax.hist(b, bins=bins, density=True, histtype="step", lw=1.2, label="B", color="#cf222e")
+        if overlay:
+            x = np.linspace(lo, hi, 400)
+            pdf = np.exp(-0.5 * ((x - centre) / sigma) ** 2) / (sigma * np.sqrt(2 * np.pi))
+            ax.plot(x, pdf, "k--", lw=1, label=label)
         m = metrics.get(name) or metrics.get(metric_names(name)[0], {})
         ks = m.get("ks_p")
         ax.set_title(f"{sensor}: {name}" + (f" (KS p {fmt(ks)})" if ks is not None else ""))
-        ax.set_xlabel(unit)
+        beyond = int(np.sum((both < lo) | (both > hi)))
+        ax.set_xlabel(
+            f"{name} error ({unit})" + (f"; {beyond:,} beyond the axes" if beyond else "")
+        )
+        ax.set_ylabel(f"probability density ({per_unit(unit)})")
+        ax.set_xlim(lo, hi)
         ax.legend(fontsize=7)
     for ax in list(axes.flat)[n:]:
         ax.axis("off")

@@ -140,7 +140,10 @@ def _series_of(acc: Accumulator) -> dict[str, tuple[Series, dict]]:
             keys = np.array(acc.stamps, dtype=np.int64)[order]
             n_, s1, s2 = sums[order].T
             ser = Series("moments", keys, n_, s1, s2, np.concatenate(acc.values), n.bias)
-            out["intensity"] = (ser, {"sigma": n.sigma, "bias": n.bias, "unit": "levels"})
+            # no overlay in compare's plot: clamp, round and JPEG change the distribution and
+            # only the run report predicts it
+            info = {"sigma": n.sigma, "bias": n.bias, "unit": "levels", "no_overlay": True}
+            out["intensity"] = (ser, info)
     else:
         acc.field_metrics()  # fills acc.samples with the verifier's error arrays
         fields = {k: v for k, v in acc.samples.items() if not k.startswith("_")}

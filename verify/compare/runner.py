@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from simconform.progress import step
 from simconform.verify.compare.config import CompareConfig, validate_config
 from simconform.verify.compare.identity import (
     check_comparable,
@@ -23,7 +24,8 @@ from simconform.verify.compare.verdicts import overall, tost_level
 class Comparison:
     report: dict
     truth_diffs: dict = field(default_factory=dict)
-    samples: dict = field(default_factory=dict)  # sensor -> field -> (values a, values b, unit)
+    # sensor -> field -> (values a, values b, unit, {sigma, bias, ...} of the spec)
+    samples: dict = field(default_factory=dict)
 
 
 def compare_runs(cfg: CompareConfig) -> Comparison:
@@ -63,12 +65,20 @@ def compare_runs(cfg: CompareConfig) -> Comparison:
     span = mb if side == 1 else ma
     duration_s = (span["end_ns"] - span["start_ns"]) / 1e9
     level = tost_level(cfg.confidence)
+    step("compare: published errors of run A", cfg.progress)
     series_a = published_series(dir_a, spec, origin, duration_s, level)
+    if not same_dir:
+        step("compare: published errors of run B", cfg.progress)
     series_b = series_a if same_dir else published_series(dir_b, spec, origin, duration_s, level)
     published = compare_published(spec, series_a, series_b, cfg.confidence, cfg.bootstrap)
     samples = {
         n: {
-            f: (series_a[n][f][0].values, series_b[n][f][0].values, series_a[n][f][1]["unit"])
+            f: (
+                series_a[n][f][0].values,
+                series_b[n][f][0].values,
+                series_a[n][f][1]["unit"],
+                series_a[n][f][1],
+            )
             for f in series_a[n]
             if f in series_b[n] and series_a[n][f][0].kind == "moments"
         }

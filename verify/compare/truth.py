@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from simconform.errors import UserError
+from simconform.progress import progress_bar
 from simconform.spec import CameraSpec, LidarSpec, Spec
 from simconform.verify.compare.camera import CameraTruthDiff
 from simconform.verify.compare.config import CompareConfig
@@ -49,7 +50,12 @@ def compare_truth(
         notes.append(labels_note)
     paired: dict[str, int] = {n: 0 for n in spec.sensors}
     unpaired: dict = {}
-    for item in paired_truth(Path(cfg.run_a) / "bag", Path(cfg.run_b) / "bag", spec, notes):
+    total = sum((manifests[0].get("captures") or {}).values()) or 1
+    bar = progress_bar(total, cfg.progress, "comparing engine truth")
+    pairs = paired_truth(Path(cfg.run_a) / "bag", Path(cfg.run_b) / "bag", spec, notes)
+    for i, item in enumerate(pairs):
+        if bar is not None and i % 20 == 0:
+            bar.update(min(i, total))
         if item[0] == "unpaired":
             unpaired = item[1]
             continue
@@ -71,6 +77,8 @@ def compare_truth(
             raise UserError(
                 Path(cfg.run_b) / "bag", spec.data_topics(sensor)[1], st, str(exc)
             ) from None
+    if bar is not None:
+        bar.close()
     captures = {}
     for name, s in spec.sensors.items():
         part = "image" if isinstance(s, CameraSpec) else "main"

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from simconform.outdir import claim, io_error
+from simconform.progress import step
 from simconform.verify.compare.config import CompareConfig
 from simconform.verify.compare.identity import check_out
 from simconform.verify.compare.plots import plot_names, write_plots
@@ -37,6 +38,7 @@ def compare(cfg: CompareConfig, write: bool = True) -> dict:
         with claim(out, "compare", cfg.force) as owned:  # locked; our old files removed
             owned.declare("compare.json", "compare.md", "junit.xml", *plot_names(res))
             try:
+                step("compare: writing the report and its plots", cfg.progress)
                 write_compare(out, res)
             except OSError as exc:
                 raise io_error(out, exc) or exc from None

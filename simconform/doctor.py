@@ -1,0 +1,111 @@
+"""What this machine has for simconform, and what it lacks: `simconform doctor`.
+
+Each backend is probed by a real capture (probe.py, as `simconform backends`), and each
+optional piece is looked up where its user looks for it (the Python package, the shared
+library, the executable), with its version, what it is needed for and how to get it. Nothing
+is installed or changed.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import importlib.metadata as md
+import os
+import shutil
+from dataclasses import asdict, dataclass
+
+from simconform.probe import probe
+from simconform.registry import BACKENDS
+
+
+@dataclass
+class Finding:
+    name: str
+    found: bool
+    detail: str  # the version or where it was found; or what is missing
+    needed_for: str
+    install: str = ""  # how to get it, when missing
+
+
+def _package(dist: str, needed_for: str, install: str) -> Finding:
+    try:
+        return Finding(dist, True, f"{dist} {md.version(dist)}", needed_for)
+    except md.PackageNotFoundError:
+        return Finding(dist, False, "not installed", needed_for, install)
+
+
+def _library(name: str, soname: str, needed_for: str, install: str) -> Finding:
+    path = ctypes.util.find_library(soname)
+    if path is None:
+        return Finding(name, False, f"lib{soname} not found", needed_for, install)
+    return Finding(name, True, path, needed_for)
+
+
+def components() -> list[Finding]:
+    """Optional pieces: engines, renderers, executors, lidar odometry, faster ray casting."""
+    from simconform.adapters.gazebo.transport import gz_sim_version, missing_pieces
+
+    gl = os.environ.get("MUJOCO_GL")
+    gpu = any(os.path.exists(p) for p in ("/dev/nvidia0", "/dev/dri/renderD128"))
+    chosen = gl or ("egl" if gpu else "osmesa")
+    out = [
+        _package("mujoco", "--backend mujoco", "pip install 'simconform[mujoco]'"),
+        _library(
+            "OSMesa",
+            "OSMesa",
+            "MuJoCo rendering without a GPU (MUJOCO_GL=osmesa)",
+            "apt-get install libosmesa6",
+        ),
+        _library(
+            "EGL", "EGL", "MuJoCo rendering on a GPU (MUJOCO_GL=egl)", "apt-get install libegl1"
+        ),
+        Finding(
+            "MUJOCO_GL",
+            True,
+            f"{chosen}" + (" (set)" if gl else f" (default here: {'a GPU' if gpu else 'no GPU'})"),
+            "which OpenGL MuJoCo renders with",
+        ),
+    ]
+    missing = missing_pieces()
+    version = gz_sim_version() if shutil.which("gz") else None
+    out.append(
+        Finding(
+            "Gazebo Harmonic",
+            not missing,
+            (version or "gz found") if not missing else ", ".join(missing) + " not found",
+            "--backend gazebo, --noise engine, --emulate gazebo checks",
+            "docs/gazebo.md (Gazebo Harmonic: gz-sim 8, gz-transport 13, gz-msgs 10)",
+        )
+    )
+    out += [
+        _package("ray", "campaign --executor ray", "pip install 'simconform[ray]'"),
+        _package("kiss-icp", "simconform localize", "pip install 'simconform[localize]'"),
+        _package("evo", "simconform localize (APE/RPE)", "pip install 'simconform[localize]'"),
+        _package("embreex", "faster ray casting in trimesh (optional)", "pip install embreex"),
+        _package("mcap", "reading damaged MCAP bags chunk by chunk", "pip install mcap"),
+    ]
+    return out
+
+
+def backend_findings(names: list[str] | None = None, capture: bool = True) -> list[Finding]:
+    """One finding per backend: a probe capture (capture=True) or only whether it loads."""
+    out = []
+    for name in names or list(BACKENDS):
+        if name == "replay":
+            out.append(Finding("replay", True, "no engine: replays recorded bags", "replay"))
+            continue
+        if not capture:
+            try:
+                BACKENDS.load(name)
+                out.append(Finding(name, True, "loads (not probed: --no-capture)", "--backend"))
+            except Exception as exc:  # an optional engine's import error, said as it is
+                out.append(Finding(name, False, " ".join(str(exc).split()), "--backend"))
+            continue
+        p = probe(name)
+        detail = f"{p.version or '?'}; {p.note} in {p.seconds:.1f} s" if p.usable else p.note
+        out.append(Finding(name, p.usable, detail, f"--backend {name}"))
+    return out
+
+
+def as_json(backends: list[Finding], parts: list[Finding]) -> dict:
+    return {"backends": [asdict(f) for f in backends], "components": [asdict(f) for f in parts]}
