@@ -24,7 +24,16 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import typer  # noqa: E402
 
 from simconform import __version__  # noqa: E402
-from simconform.cli import backends, campaign, compare, localize, replay, run, sdf  # noqa: E402
+from simconform.cli import (  # noqa: E402
+    backends,
+    campaign,
+    compare,
+    localize,
+    plan,
+    replay,
+    run,
+    sdf,
+)
 from simconform.errors import UserError  # noqa: E402
 
 app = typer.Typer(
@@ -42,6 +51,7 @@ app.command("export-sdf")(sdf.export_sdf_command)
 app.command("import-sdf")(sdf.import_sdf_command)
 app.command("backends")(backends.backends_command)
 app.command("localize")(localize.localize_command)
+app.command("plan")(plan.plan_command)
 
 
 def _version(value: bool) -> None:
