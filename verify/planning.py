@@ -349,13 +349,16 @@ def plan_spec(
     level: float = 0.95,
     power: float = DEFAULT_POWER,
     returns_per_sweep: dict[str, float] | None = None,
+    only: set[str] | None = None,
 ) -> Plan:
-    """Every metric's plan for `spec`; `returns_per_sweep`: lidar name -> true returns per
-    sweep (verify/runlength.py lidar_returns, or a run's own count)."""
+    """Every metric's plan for `spec` (`only` those sensors); `returns_per_sweep`: lidar name
+    -> true returns per sweep (verify/runlength.py lidar_returns, or a run's own count)."""
     if not 0 < power < 1:
         raise ValueError(f"power must be in (0, 1), got {power!r}")
     metrics = []
     for name, s in spec.sensors.items():
+        if only is not None and name not in only:
+            continue
         counts = _Counts(s, (returns_per_sweep or {}).get(name))
         models = _models(s, counts, level, power)
         metrics += [_plan_metric(name, s, m, power) for m in models]

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import special, stats
 
 QUAD = 256  # chi-square quantiles integrated over in mean_t
 N_CAP = 10**9  # samples: beyond this a metric is reported as not becoming conclusive
@@ -38,7 +38,7 @@ GROWTH = 1.25  # the geometric grid of `needed`
 
 
 def _z(level: float) -> float:
-    return float(stats.norm.ppf(0.5 + level / 2))
+    return float(special.ndtri(0.5 + level / 2))
 
 
 def mean_t(
@@ -60,11 +60,11 @@ def mean_t(
             max(0.0, 2 * float(stats.norm.cdf((h - half) / sd)) - 1) if sd > 0 else float(half <= h)
         )
     nu = n - 1
-    t = float(stats.t.ppf(0.5 + level / 2, nu))
-    w = stats.chi2.ppf((np.arange(QUAD) + 0.5) / QUAD, nu)
+    t = float(special.stdtrit(nu, 0.5 + level / 2))
+    w = special.chdtri(nu, 1 - (np.arange(QUAD) + 0.5) / QUAD)  # chi2(nu) quantiles
     s = sigma * np.sqrt(w / nu)
     root_n = math.sqrt(n)
-    g = 2 * stats.norm.cdf((h - t * s / root_n) * root_n / sigma) - 1
+    g = 2 * special.ndtr((h - t * s / root_n) * root_n / sigma) - 1
     return float(np.clip(g, 0.0, 1.0).mean())
 
 
@@ -75,12 +75,12 @@ def chi2_scale(nu: float, v: float, a: float, b: float, level: float) -> float:
     if v <= 0:
         return float(a <= 0 <= b)
     al = 1 - level
-    c_hi = float(stats.chi2.ppf(1 - al / 2, nu))
-    c_lo = float(stats.chi2.ppf(al / 2, nu))
+    c_hi = float(special.chdtri(nu, al / 2))  # the chi2(nu) quantile at 1 - al / 2
+    c_lo = float(special.chdtri(nu, 1 - al / 2))
     lo_w, hi_w = max(a, 0.0) * c_hi / v, b * c_lo / v
     if hi_w <= lo_w:
         return 0.0
-    return float(stats.chi2.cdf(hi_w, nu) - stats.chi2.cdf(lo_w, nu))
+    return float(special.chdtr(nu, hi_w) - special.chdtr(nu, lo_w))
 
 
 def wilson_bounds(k: np.ndarray, n: int, level: float) -> tuple[np.ndarray, np.ndarray]:

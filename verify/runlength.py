@@ -76,11 +76,10 @@ def lidar_returns(spec: Spec, world, motion, start_ns: int, end_ns: int) -> dict
     return {n: float(np.mean([np.isfinite(r).sum() for r in rs])) for n, rs in hits.items()}
 
 
-def plan_inputs(
-    spec: Spec, world, motion, start_ns: int, end_ns: int, level: float, power: float
-) -> Plan:
-    """The plan for a run of `spec` in `world` along `motion` over [start_ns, end_ns): lidar
-    returns counted by casting there; `run_s` every metric at once, if within the span."""
+def plan_inputs(spec: Spec, world, motion, level: float, power: float) -> Plan:
+    """The plan for a run of `spec` in `world` along `motion` (its whole span): lidar returns
+    counted by casting there; `run_s` every metric at once, if within the span."""
+    start_ns, end_ns = motion.start_ns, motion.end_ns
     returns = lidar_returns(spec, world, motion, start_ns, end_ns)
     plan = plan_spec(spec, level, power, returns)
     t = run_length(plan.metrics, power)

@@ -39,7 +39,8 @@ def plan_command(
     inp = load_inputs(cfg)
     plan = make_plan(inp, confidence, power)
     c = stdout_console()
-    for sec in plan_sections(plan, (inp.end_ns - inp.start_ns) / 1e9, None):
+    span = (inp.trajectory.end_ns - inp.trajectory.start_ns) / 1e9
+    for sec in plan_sections(plan, span, None):
         print_section(c, sec)
 
 
@@ -60,7 +61,7 @@ def check_power(power: float) -> None:
 def make_plan(inp, level: float, power: float):
     from simconform.verify.runlength import plan_inputs
 
-    return plan_inputs(inp.spec, inp.world, inp.trajectory, inp.start_ns, inp.end_ns, level, power)
+    return plan_inputs(inp.spec, inp.world, inp.trajectory, level, power)
 
 
 def _length(t: float | None) -> str:
