@@ -65,7 +65,8 @@ def tally(out: Path, plan, length: float) -> dict:
         got = [r["sensors"][m.sensor]["metrics"].get(m.metric, {}).get("verdict") for r in reports]
         k = sum(v == "pass" for v in got)
         p = m.power_at(length)
-        lo, hi = binom.ppf(0.0005, runs, p), binom.ppf(0.9995, runs, p)
+        q = min(max(p, 1e-12), 1 - 1e-12)  # binom.ppf is NaN at p = 0 and 1
+        lo, hi = binom.ppf(0.0005, runs, q), binom.ppf(0.9995, runs, q)
         rows.append({"metric": f"{m.sensor}.{m.metric}", "predicted": p, "passed": k})
         if not lo <= k <= hi:
             off.append(f"{m.sensor}.{m.metric}: {k}/{runs} passed, predicted {p:.3f}")
@@ -114,12 +115,16 @@ def main() -> None:
     print(f"{args.spec}: planned {plan.run_s:g} s for every metric at power {args.power:g}")
     for r in results:
         lo, hi = r["all_pass_ci95"]
+        mid = (
+            f"the {r['metrics_in_between']} metrics with a planned P(PASS) in (0.05, 0.95): "
+            f"mean planned {r['mean_predicted_in_between']:.3f}, passed "
+            f"{r['mean_passed_in_between']:.3f}"
+            if r["metrics_in_between"]
+            else "every metric's planned P(PASS) outside (0.05, 0.95)"
+        )
         print(
             f"  {r['length_s']:g} s: {r['all_pass_runs']}/{r['runs']} runs PASS every metric "
-            f"(95 % CI [{lo:.2f}, {hi:.2f}]; plan {r['predicted_all_pass']:.2f}); the "
-            f"{r['metrics_in_between']} metrics with a planned P(PASS) in (0.05, 0.95): mean "
-            f"planned {r['mean_predicted_in_between'] or 0:.3f}, passed "
-            f"{r['mean_passed_in_between'] or 0:.3f}"
+            f"(95 % CI [{lo:.2f}, {hi:.2f}]; plan {r['predicted_all_pass']:.2f}); {mid}"
         )
         for line in r["outside_99_9"]:
             print(f"    outside the binomial 99.9 % range: {line}")

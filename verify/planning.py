@@ -266,7 +266,11 @@ def _lidar(s: LidarSpec, counts: _Counts, lv: float) -> list[_Model]:
     p = s.dropout.point
     lo, hi = tl.dropout_band(p, tol)
     wil = lambda k, c: pw.wilson(k, p, lo, hi, lv)  # noqa: E731
-    return [*out, _Model("point_dropout", "true returns", counts.finite, wil)]
+    out.append(_Model("point_dropout", "true returns", counts.finite, wil))
+    if not counts.returns:  # no ray hits: nothing to judge the range on, at any length
+        for m in out:
+            m.why = "no true returns per sweep (no ray of this lidar hits the world)"
+    return out
 
 
 def _camera(s: CameraSpec, counts: _Counts, lv: float) -> list[_Model]:
