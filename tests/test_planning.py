@@ -234,3 +234,30 @@ def test_run_duration_auto_records_the_planned_length(tmp_path) -> None:
     dry = cli("run", "--spec", str(PLAN_SPEC), "--duration", "auto", "--dry-run", "--out",
               str(tmp_path / "dry"))  # fmt: skip
     assert dry.returncode == 0 and f"this run ({chosen:g} s)" in dry.stdout
+
+
+def test_a_report_says_when_no_length_makes_a_metric_conclusive(tmp_path) -> None:
+    """A real IMU run with a bias walk: the Allan walk metric is INCONCLUSIVE and its note
+    says that no run length helps and why (planned duration None)."""
+    from conftest import write_yaml
+    from simconform.run import RunConfig, run
+    from simconform.verify.verifier import verify_run
+
+    spec = {
+        "name": "walk",
+        "sensors": {
+            "imu": {
+                "type": "imu",
+                "rate_hz": 100,
+                "noise": {"accel": {"sigma": [0.02] * 3, "bias_walk": [0.0005] * 3}},
+            }
+        },
+    }
+    path = write_yaml(tmp_path / "walk.yaml", spec)
+    cfg = RunConfig(spec=path, seed=7, out=tmp_path / "run", duration=3.0, jobs=0)
+    walk = verify_run(run(cfg, progress=False).out, write=False)["sensors"]["imu"]["metrics"][
+        "accel_walk_x"
+    ]
+    assert walk["verdict"] == "inconclusive"
+    assert walk["planned"]["duration_s"] is None and "at any run length" in walk["note"]
+    assert "walk_rel >= 0.62" in walk["note"]
