@@ -261,3 +261,34 @@ def test_a_report_says_when_no_length_makes_a_metric_conclusive(tmp_path) -> Non
     assert walk["verdict"] == "inconclusive"
     assert walk["planned"]["duration_s"] is None and "at any run length" in walk["note"]
     assert "walk_rel >= 0.62" in walk["note"]
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(
+    sigma=st.sampled_from([0.0, 1e-9, 0.02, 5.0, 1e6]),
+    bias=st.sampled_from([0.0, -3.0, 1e6]),
+    walk=st.sampled_from([0.0, 1e-6, 0.01, 100.0]),
+    dropout=st.sampled_from([0.0, 0.5, 0.99]),
+    rate=st.sampled_from([0.01, 1.0, 1000.0]),
+    jitter=st.sampled_from([0.0, 1.0]),
+)
+def test_every_valid_spec_gets_a_plan(sigma, bias, walk, dropout, rate, jitter) -> None:
+    """Extreme but valid noise models: every metric gets a length or the reason it has
+    none, never an exception (the verifier plans every INCONCLUSIVE report)."""
+    axis = {"bias": [bias] * 3, "sigma": [sigma] * 3}
+    accel = {**axis, "bias_walk": [walk] * 3}
+    latency = {"fixed_ms": 3 * jitter, "jitter_ms": jitter}
+    rng = {"bias": bias, "sigma": sigma}
+    sensors = {
+        "imu": {"type": "imu", "rate_hz": rate, "noise": {"accel": accel}},
+        "gnss": {"type": "gnss", "rate_hz": rate, "noise": {"position": axis},
+                 "dropout": {"sample": dropout}, "latency": latency},
+        "lidar": {"type": "lidar", "rate_hz": rate, "rings": {"count": 2}, "columns": 8,
+                  "noise": {"range": rng}, "dropout": {"point": dropout}},
+    }  # fmt: skip
+    plan = plan_spec(
+        Spec.model_validate({"name": "x", "sensors": sensors}), returns_per_sweep={"lidar": 10}
+    )
+    for m in plan.metrics:
+        assert (m.duration_s is not None and m.duration_s >= 0) or m.why, m
+        assert 0.0 <= m.power <= 1.0

@@ -134,22 +134,28 @@ def _series(
         ]
 
     def bias_p(n: int, c: int) -> float:
+        if n < 2:
+            return 0.0
         if walk == 0:
             return pw.mean_t(n, sigma, h, lv)
         wv = walk**2 * c / rate  # the walk's variance at the run's end; var(mean) = wv / 3
         return pw.mean_t(n, sigma, h, lv, extra=wv / 3 + wv / (6 * n), extra_true=wv / 3)
 
     def std_p(n: int, c: int) -> float:
+        if n < 2:
+            return 0.0
         if walk == 0:
             return pw.chi2_scale(n - 1, sigma**2, slo**2, shi**2, lv)
         st = walk**2 * dt  # pair differences (stats.std_from_pair_differences)
         return pw.chi2_scale(n // 2, 2 * sigma**2 + st, 2 * slo**2 + st, 2 * shi**2 + st, lv)
 
     def rmse_p(n: int, c: int) -> float:
+        if n < 2:
+            return 0.0
         t = c / rate
         theta = tl.rmse_expected(bias, sigma, walk, t) ** 2
         var_sq = 2 * sigma**4 + 4 * bias**2 * sigma**2
-        nu = min(2 * n * theta**2 / var_sq, 1e12)  # Satterthwaite, as stats.rmse_interval
+        nu = min(2 * n * theta**2 / var_sq, 1e12) if var_sq > 0 else 1e12  # Satterthwaite
         a, b = theta * (1 - r) ** 2, theta * (1 + r) ** 2
         if walk == 0:
             return pw.chi2_scale(nu, theta, a, b, lv)
