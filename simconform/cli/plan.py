@@ -35,22 +35,13 @@ def plan_command(
 
     check_confidence(confidence)
     check_power(power)
-    cfg = demo_config(RunConfig, spec, world, trajectory)
-    inp = load_inputs(cfg)
+    given = {"spec": spec, "world": world, "trajectory": trajectory}
+    inp = load_inputs(RunConfig(**{k: v for k, v in given.items() if v is not None}))  # demo
     plan = make_plan(inp, confidence, power)
     c = stdout_console()
     span = (inp.trajectory.end_ns - inp.trajectory.start_ns) / 1e9
     for sec in plan_sections(plan, span, None):
         print_section(c, sec)
-
-
-def demo_config(config, spec, world, trajectory):
-    """A RunConfig with the demo's inputs wherever none is given (as `run` does)."""
-    from simconform.demo import DEMO_SPEC, DEMO_TRAJECTORY, DEMO_WORLD
-
-    return config(
-        spec=spec or DEMO_SPEC, world=world or DEMO_WORLD, trajectory=trajectory or DEMO_TRAJECTORY
-    )
 
 
 def check_power(power: float) -> None:
