@@ -5,7 +5,7 @@ runs a seed campaign (`simconform campaign`, reference backend, demo world) at e
 that length given by --fractions, and compares, per run length:
 
 - the share of runs whose every metric PASSes with the plan's P(all PASS) (a product, meant
-  to be conservative), with a Clopper-Pearson 95 % interval;
+  to be exact or on the safe side), with a Clopper-Pearson 95 % interval;
 - per metric, the share of runs where it PASSes with its planned P(PASS) at that length:
   the calibration of each closed form on real runs (the metrics whose share lies outside the
   binomial 99.9 % range of their prediction are listed).

@@ -185,7 +185,7 @@ def _campaign(tmp: Path, seeds: range, duration: float) -> list[dict]:
 
 def test_a_run_of_the_planned_length_passes_at_about_the_stated_power(tmp_path) -> None:
     """8 real runs of the plan's length for every metric at once (P(all PASS) >= 0.8 as a
-    product): at least 5 pass (P(<= 4 of 8) = 0.056 at 0.8; the product is conservative).
+    product): at least 5 pass (P(<= 4 of 8) = 0.056 at 0.8).
     Runs of a quarter of that length mostly do not, and each INCONCLUSIVE says how much
     longer a run must be."""
     from simconform.run import RunConfig, load_inputs

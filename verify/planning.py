@@ -9,9 +9,9 @@ the run: captures at rate_hz, published samples after sample dropout, odometry i
 between two published captures, lidar points (returns per sweep, found by casting a few
 sweeps of the run's world, after point dropout), the camera's compared frames (JPEG: every
 `every`-th frame, about 40 in a long run). A sensor's length is that of its slowest metric;
-the run's (`run_length`) is the shortest at which the product of every metric's PASS
-probability reaches the power: metrics of one series are positively associated, so the
-product is a conservative estimate of the chance that every one passes.
+the run's (verify/runlength.py) is the shortest at which the product of every metric's PASS
+probability reaches the power (exact for independent metrics, on the safe side for those of
+one series, which are positively associated).
 
 Not planned: normality checks (a test of fit, not an interval: a conforming sensor passes
 them but for the family-wise alpha) and deterministic bounds (latency_max_ms, the rate from

@@ -3,9 +3,9 @@
 in the run's own world.
 
 The run's length is the shortest (in planning.STEP_S steps) at which the product of the
-metrics' PASS probabilities reaches the power. Metrics of one series (bias, std and RMS of
-the same errors) are positively associated, so the product underestimates the chance that
-all pass: the length is on the safe side (bench/planning.py measures it).
+metrics' PASS probabilities reaches the power: exact for independent metrics (axes, sensors),
+on the safe side for the positively associated ones of one series (bias, std and RMS of the
+same errors). bench/planning.py measures it.
 """
 
 from __future__ import annotations
