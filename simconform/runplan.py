@@ -2,7 +2,8 @@
 
 A plan is a list of sections (a title, column names, rows and notes) that the CLI prints as
 tables; each section comes from one builder in SECTIONS, called with the config and the
-prepared run. A later planning step (sample sizes, say) is one more builder appended there.
+prepared run; a caller adds its own builders (`extra`: the CLI's sample-size plan, which
+lives in the verify layer above this one).
 
 Nothing is written: the inputs are validated as `run` does (simconform.run.prepare), the
 output folder is checked without touching it (outdir.check_target), the resource estimate is
@@ -13,7 +14,7 @@ the machine is refused before its backend allocates anything).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from simconform.budget import Estimate, fmt_bytes
@@ -37,7 +38,9 @@ class RunPlan:
     refusal: UserError | None = None  # what the run would stop with (exit 2)
 
 
-def plan_run(cfg: RunConfig) -> RunPlan:
+def plan_run(
+    cfg: RunConfig, extra: Sequence[Callable[[PlanContext], list[Section]]] = ()
+) -> RunPlan:
     """Validate everything `run` validates and describe the run; write nothing.
 
     Input errors raise UserError at once, as the run would. A run that would be refused later
@@ -60,7 +63,8 @@ def plan_run(cfg: RunConfig) -> RunPlan:
         p.backend.open(p.inputs.world, p.inputs.spec)  # BackendUnavailable: exit 2 as in run
         p.backend.close()
     ctx = PlanContext(cfg, p, out_state, budget_lines, refusal)
-    return RunPlan([build(ctx) for build in SECTIONS], p.estimate, refusal)
+    sections = [build(ctx) for build in SECTIONS] + [s for build in extra for s in build(ctx)]
+    return RunPlan(sections, p.estimate, refusal)
 
 
 @dataclass

@@ -25,6 +25,7 @@ from simconform.verify.family import apply_holm
 from simconform.verify.integrity import check_run, run_state
 from simconform.verify.metrics import make_accumulator
 from simconform.verify.pairing import BagSummary, Pair, stream_pairs
+from simconform.verify.shortfall import annotate
 from simconform.verify.summary import complete_report
 from simconform.world import Origin
 
@@ -134,6 +135,8 @@ def verify_run(
         else None
     )
     _engine_noise_notes(sensors, manifest)
+    if not found.nothing_judged:  # how much longer each INCONCLUSIVE would need
+        annotate(sensors, spec, level, duration_s, _returns_per_sweep(accs))
     diagnose_all(sensors)
     report = {
         "run": {
@@ -193,6 +196,15 @@ def _localization(run_dir: Path, report: dict) -> None:
     report["localization"] = {k: loc.get(k) for k in (*keys, "drift_pct", "verdict")}
     if loc.get("verdict") == "FAIL":
         report["verdict"] = "fail"
+
+
+def _returns_per_sweep(accs: dict) -> dict[str, float]:
+    """Each lidar's true returns per published sweep in this run (the plan counts on it)."""
+    return {
+        n: a.finite_truth / len(a.pub_stamps)
+        for n, a in accs.items()
+        if hasattr(a, "finite_truth") and a.pub_stamps
+    }
 
 
 def _open_bag(run_dir: Path, manifest: dict) -> SourceBag:

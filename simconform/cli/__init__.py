@@ -31,6 +31,7 @@ from simconform.cli import (  # noqa: E402
     doctor,
     export,
     localize,
+    plan,
     replay,
     run,
     sdf,
@@ -54,6 +55,7 @@ app.command("backends")(backends.backends_command)
 app.command("doctor")(doctor.doctor_command)
 app.command("localize")(localize.localize_command)
 app.command("export")(export.export_command)
+app.command("plan")(plan.plan_command)
 
 
 def _version(value: bool) -> None:

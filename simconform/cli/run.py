@@ -18,7 +18,9 @@ from simconform.cli.common import (
     exit_code,
     print_verdict,
     progress_of,
+    stdout_console,
 )
+from simconform.cli.plan import check_power
 from simconform.errors import UserError
 
 
@@ -41,8 +43,13 @@ def run(
     ] = "pipeline",
     out: Annotated[Path, typer.Option(help="Run folder to create.")] = Path("runs/demo"),
     duration: Annotated[
-        float | None,
-        typer.Option(help="Run only the first SECONDS of the trajectory.", metavar="SECONDS"),
+        str | None,
+        typer.Option(
+            help="Run only the first SECONDS of the trajectory; auto: the shortest length at "
+            "which every metric PASSes with --power if the sensors conform (simconform plan), "
+            "at most the trajectory's span.",
+            metavar="SECONDS|auto",
+        ),
     ] = None,
     storage: Annotated[str, typer.Option(help="Bag storage: mcap or sqlite3.")] = "mcap",
     epoch: Annotated[
@@ -83,6 +90,13 @@ def run(
         ),
     ] = None,
     confidence: Annotated[float, typer.Option(help="Confidence level of every interval.")] = 0.95,
+    power: Annotated[
+        float,
+        typer.Option(
+            help="With --duration auto and --dry-run: the chance that a conforming metric "
+            "PASSes at the planned length."
+        ),
+    ] = 0.8,
     progress: ProgressOpt = None,
     quiet: QuietOpt = False,
     as_json: JsonOpt = False,
@@ -122,6 +136,8 @@ def run(
     if storage not in ("mcap", "sqlite3"):
         raise UserError(None, "--storage", storage, "expected mcap or sqlite3")
     check_confidence(confidence)
+    check_power(power)
+    auto = duration is not None and duration.strip().lower() == "auto"
     cfg = RunConfig(
         world=world or DEMO_WORLD,
         spec=spec or DEMO_SPEC,
@@ -130,7 +146,7 @@ def run(
         seed=seed,
         noise=noise,
         out=out,
-        duration=duration,
+        duration=None if auto else parse_duration(duration),
         storage=storage,
         epoch=epoch,
         interpolation=interpolation,
@@ -140,8 +156,10 @@ def run(
         max_memory=None if max_memory is None else parse_size(max_memory, "--max-memory"),
         max_disk=None if max_disk is None else parse_size(max_disk, "--max-disk"),
     )
+    if auto:
+        cfg.duration = choose_duration(cfg, confidence, power)
     if dry_run:
-        print_plan(cfg)
+        print_plan(cfg, confidence, power)
         return
     shown = progress_of(progress, quiet)
     with session():  # --out stays locked from the first capture to the last report file
@@ -160,26 +178,56 @@ def run(
     raise typer.Exit(exit_code(report))
 
 
-def print_plan(cfg) -> None:
-    """--dry-run: the plan's sections as tables; exit 2 with the refusal the run would meet."""
-    import sys
+def parse_duration(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise UserError(None, "--duration", text, "expected seconds > 0 or auto") from None
 
-    from rich.console import Console
-    from rich.table import Table
 
+def choose_duration(cfg, confidence: float, power: float) -> float:
+    """--duration auto: the plan's length for every metric (verify/runlength.py auto_length),
+    said on stderr with what it could not reach."""
+    from simconform.cli.plan import make_plan
+    from simconform.run import load_inputs
+    from simconform.verify.runlength import auto_length
+
+    inp = load_inputs(cfg)
+    span = (inp.end_ns - inp.start_ns) / 1e9
+    auto = auto_length(make_plan(inp, confidence, power), span)
+    err.print(
+        f"--duration auto: {auto.seconds:g} s, where every metric that can become conclusive "
+        f"PASSes with {power:.0%} power if the sensors conform (P(all) ~ {auto.power:.2f})"
+        + (f"; cut to the trajectory's {span:g} s" if auto.capped else ""),
+        soft_wrap=True,
+    )
+    for m in auto.stuck:
+        err.print(
+            f"[yellow]--duration auto[/]: {m.sensor}.{m.metric} cannot become conclusive at "
+            f"any length: {m.why}",
+            soft_wrap=True,
+        )
+    return auto.seconds
+
+
+def print_plan(cfg, confidence: float = 0.95, power: float = 0.8) -> None:
+    """--dry-run: the plan's sections as tables (with the sample-size plan: simconform plan);
+    exit 2 with the refusal the run would meet."""
+    from simconform.cli.plan import make_plan, plan_sections, print_section
     from simconform.runplan import plan_run
 
-    plan = plan_run(cfg)
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
+    def sample_size(ctx) -> list:
+        inp = ctx.prepared.inputs
+        length = (inp.end_ns - inp.start_ns) / 1e9
+        span = (inp.trajectory.end_ns - inp.trajectory.start_ns) / 1e9
+        return plan_sections(make_plan(inp, confidence, power), span, length)
+
+    plan = plan_run(cfg, extra=[sample_size])
+    console = stdout_console()
     for sec in plan.sections:
-        table = Table(title=sec.title, show_header=any(sec.columns))
-        for col in sec.columns:
-            table.add_column(col)
-        for row in sec.rows:
-            table.add_row(*row)
-        console.print(table)
-        for note in sec.notes:
-            console.print(f"  {note}")
+        print_section(console, sec)
     if plan.refusal is not None:
         raise plan.refusal
     console.print("dry run: the run would start; nothing was written")
