@@ -97,7 +97,8 @@ def backend_findings(names: list[str] | None = None, capture: bool = True) -> li
         if not capture:
             try:
                 BACKENDS.load(name)
-                out.append(Finding(name, True, "loads (not probed: --no-capture)", "--backend"))
+                note = "its module loads; the engine was not probed (--no-capture)"
+                out.append(Finding(name, True, note, "--backend"))
             except Exception as exc:  # an optional engine's import error, said as it is
                 out.append(Finding(name, False, " ".join(str(exc).split()), "--backend"))
             continue
