@@ -32,6 +32,7 @@ _F32_SLACK = 64.0 * 2.0**-24
 # one of three offsets 120 degrees apart moves half of it towards any edge, past the error of
 # both the ray and the probe.
 _PROBE = 5.0
+_DEVICE = None  # the process's Embree device, created with the first mesh scene
 
 
 def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -73,7 +74,7 @@ class BruteMesh:
         self.w = np.ascontiguousarray(np.concatenate([w_u, w_v, w_det, w_t]).T)  # (9, 4T)
         self.t_off = -np.einsum("ti,ti->t", v0, n)
         norm = np.linalg.norm(n, axis=1, keepdims=True)
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             self.unit_n = np.where(norm > 0, n / norm, 0.0)
 
     def cast(self, o, d, t_min, t_max):
@@ -95,7 +96,7 @@ class BruteMesh:
             sgn = np.sign(det)
             ad = np.abs(det)
             us, vs = udet * sgn, vdet * sgn
-            with np.errstate(divide="ignore", invalid="ignore"):
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 tt = tdet / det
             eps = _BARY_EPS * ad
             ok = (ad > 0) & (us >= -eps) & (vs >= -eps) & (us + vs <= ad + eps)
@@ -108,6 +109,36 @@ class BruteMesh:
                 (tk < np.inf)[:, None], np.take(self.unit_n, k, axis=0), np.nan
             )
         return t, nrm
+
+
+def _guards(pts: np.ndarray, vid: np.ndarray, width: float) -> tuple[np.ndarray, np.ndarray]:
+    """Thin quads along the mesh's open edges, in the triangles' planes, outwards by `width`.
+
+    A float32 ray that passes just outside an open edge it crosses in float64 hits the guard
+    instead of missing the triangle (or of hitting one behind it): the ray is then decided by
+    the brute force. Guard ends reach `width` past the edge's vertices too. `vid` holds the
+    triangles of non-zero area only: a degenerate one lying on an edge does not close it.
+    """
+    a_i, b_i, c_i = vid[:, [0, 1, 2]].T.ravel(), vid[:, [1, 2, 0]].T.ravel(), vid[:, [2, 0, 1]].T
+    c_i = c_i.ravel()
+    key = np.sort(np.stack([a_i, b_i], axis=1), axis=1)
+    _, inv, count = np.unique(key, axis=0, return_inverse=True, return_counts=True)
+    open_ = np.flatnonzero(count[inv.ravel()] == 1)
+    a, b, c = pts[a_i[open_]], pts[b_i[open_]], pts[c_i[open_]]
+    e = b - a
+    le = np.linalg.norm(e, axis=1, keepdims=True)
+    ok = le[:, 0] > 0
+    a, b, c, e, le = a[ok], b[ok], c[ok], e[ok], le[ok]
+    eh = e / le
+    out = a - c
+    out -= np.einsum("pi,pi->p", out, eh)[:, None] * eh
+    norm = np.linalg.norm(out, axis=1, keepdims=True)
+    out = np.where(norm > 0, out / np.where(norm > 0, norm, 1.0), 0.0)
+    a0, b0 = a - width * eh, b + width * eh
+    quad = np.stack([a0, b0, b0 + width * out, a0 + width * out], axis=1).reshape(-1, 3)
+    base = 4 * np.arange(len(a))[:, None]
+    faces = np.concatenate([base + np.array([0, 1, 2]), base + np.array([0, 2, 3])])
+    return quad, faces
 
 
 class MeshCaster:
@@ -124,13 +155,16 @@ class MeshCaster:
         nn = np.linalg.norm(n, axis=1)
         self._nn = nn
         edges = np.stack([self._e2, self._e1, self._e2 - self._e1], axis=1)  # opposite v1, v2, v0
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             # Altitudes: distance from each edge to the opposite vertex (0 for degenerate ones).
             self._alt = np.nan_to_num(nn[:, None] / np.linalg.norm(edges, axis=2))
         inv_n = np.where(nn > 0, 1.0 / np.where(nn > 0, nn, 1.0), 0.0)
         self._pack = np.concatenate(
-            [self._v0, self._e1, self._e2, inv_n[:, None], self._alt], axis=1
-        )  # (T, 13): one gather per ray in `_exact`
+            [self._v0, self._e1, self._e2, inv_n[:, None], self._alt, n], axis=1
+        )  # (T, 16): one gather per ray in `_exact`
+        # Float32 error of a position in a ray started near the mesh (see `cast`), in metres.
+        self._tol = _F32_SLACK * (4.0 * self.radius + 1e-3)
+        self.n_tri = len(tri)
         self._half = np.max(np.abs(tri.reshape(-1, 3) - self.center), axis=0)
         self._scene = None
         self._tri = tri
@@ -139,16 +173,21 @@ class MeshCaster:
 
     def _build(self) -> None:
         """Embree scene and vertex -> triangle adjacency, on the first cast."""
-        from embreex import mesh_construction, rtcore_scene
+        global _DEVICE
+        from embreex import mesh_construction, rtcore, rtcore_scene
+
+        if _DEVICE is None:  # one device per process: each holds its own threads
+            _DEVICE = rtcore.EmbreeDevice()
 
         pts, vid = np.unique(self._tri.reshape(-1, 3), axis=0, return_inverse=True)
         self._vid = vid.reshape(-1, 3)
         order = np.argsort(vid, kind="stable")
         self._star = order // 3  # triangles around each vertex, vertex by vertex
         self._star_start = np.searchsorted(vid[order], np.arange(len(pts) + 1))
-        scene = rtcore_scene.EmbreeScene(robust=True)
-        verts = np.ascontiguousarray(pts - self.center, dtype=np.float32)
-        faces = np.ascontiguousarray(self._vid, dtype=np.int32)
+        scene = rtcore_scene.EmbreeScene(_DEVICE, robust=True)
+        gv, gf = _guards(pts - self.center, self._vid[self._nn > 0], _PROBE * self._tol)
+        verts = np.ascontiguousarray(np.concatenate([pts - self.center, gv]), dtype=np.float32)
+        faces = np.ascontiguousarray(np.concatenate([self._vid, gf + len(pts)]), dtype=np.int32)
         self._geometry = mesh_construction.TriangleMesh(scene, verts, faces)
         self._scene = scene
         del self._tri
@@ -166,14 +205,16 @@ class MeshCaster:
         Written per component: this runs on every ray, and numpy's small-axis reductions and
         stacks would cost more than the arithmetic.
         """
-        g = np.take(self._pack, k, axis=0).T  # rows: v0, e1, e2 (x, y, z each), 1/|n|, altitudes
+        g = np.take(self._pack, k, axis=0).T  # rows: v0, e1, e2, 1/|n|, altitudes, n
         dx, dy, dz = d.T
         ox, oy, oz = (o - g[0:3].T).T if o.ndim == 2 else (o[:, None] - g[0:3])
         ax, ay, az, bx, by, bz = g[3:9]
         px, py, pz = dy * bz - dz * by, dz * bx - dx * bz, dx * by - dy * bx  # d x e2
-        det = ax * px + ay * py + az * pz
+        # det = e1 . (d x e2) = -d . n, from the stored normal as in BruteMesh: exactly 0 for a
+        # degenerate triangle, whatever the rounding of the triple product.
+        det = -(dx * g[13] + dy * g[14] + dz * g[15])
         qx, qy, qz = oy * az - oz * ay, oz * ax - ox * az, ox * ay - oy * ax  # s x e1
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             inv = 1.0 / det
             u = (ox * px + oy * py + oz * pz) * inv
             v = (dx * qx + dy * qy + dz * qz) * inv
@@ -214,28 +255,29 @@ class MeshCaster:
             self._build()
         n = len(d)
         o = o - self.center
-        reach = np.linalg.norm(o, axis=-1) + self.radius  # no hit lies farther than this
-        tol = _F32_SLACK * (reach + 1e-3)  # float32 error of a position, per ray or shared
-        # Embree has no t_min: start the float32 rays a little before it instead.
-        shift = np.maximum(t_min - tol, 0.0)
-        o_shift = o + (shift[:, None] if np.ndim(shift) else shift) * d
-        o32 = np.ascontiguousarray(np.broadcast_to(o_shift, (n, 3)), dtype=np.float32)
+        # Float32 rays start just before the mesh's bounding sphere (or t_min), so their
+        # coordinates, and hence their rounding, stay within the mesh's own scale.
+        tca = -(d @ o) if o.ndim == 1 else -np.einsum("pi,pi->p", d, o)
+        tol = self._tol
+        shift = np.maximum(t_min, tca - self.radius) - tol
+        o_shift = o + shift[:, None] * d
+        o32 = np.ascontiguousarray(o_shift, dtype=np.float32)
         d32 = np.ascontiguousarray(d, dtype=np.float32)
-        far = np.minimum(t_max, reach) - shift + tol
-        far32 = np.ascontiguousarray(np.broadcast_to(far, (n,)), dtype=np.float32)
+        far = np.minimum(t_max, tca + self.radius) - shift + tol
+        far32 = np.ascontiguousarray(np.maximum(far, 0.0), dtype=np.float32)
         prim = self._embree(o32, d32, far32).astype(np.int64)
 
         t = np.full(n, np.inf)
         k = np.full(n, -1, dtype=np.int64)
         brute = []
-        hit = np.flatnonzero(prim >= 0)
+        brute.append(np.flatnonzero(prim >= self.n_tri))  # guard hits: near an open edge
+        hit = np.flatnonzero((prim >= 0) & (prim < self.n_tri))
         if len(hit):
             oh = o if o.ndim == 1 else o[hit]
             th, margin = self._exact(
                 np.broadcast_to(oh, (len(hit), 3)), d[hit], prim[hit], t_min, t_max
             )
-            tol_h = tol if np.ndim(tol) == 0 else tol[hit]
-            sure = margin > tol_h
+            sure = margin > tol
             t[hit[sure]], k[hit[sure]] = th[sure], prim[hit[sure]]
             doubt = hit[~sure]
             if len(doubt):
@@ -259,11 +301,10 @@ class MeshCaster:
 
     def _in_box(self, o, d, miss, tol, t_min, t_max) -> np.ndarray:
         """Mask over `miss`: rays that cross the mesh's bounding box, grown by the probe step."""
-        tol_m = tol if np.ndim(tol) == 0 else tol[miss]
-        h = self._half + 2 * _PROBE * (tol_m if np.ndim(tol_m) == 0 else tol_m[:, None])
+        h = self._half + 2 * _PROBE * tol
         om = o if o.ndim == 1 else o[miss]
         tn, tf = np.full(len(miss), -np.inf), np.full(len(miss), np.inf)
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             for i in range(3):  # NaN (origin on a face, ray parallel) is skipped by fmin/fmax
                 inv = 1.0 / d[miss, i]
                 hi = h[:, i] if h.ndim == 2 else h[i]
@@ -271,7 +312,7 @@ class MeshCaster:
                 t1, t2 = (-hi - oi) * inv, (hi - oi) * inv
                 tn = np.fmax(tn, np.fmin(t1, t2))
                 tf = np.fmin(tf, np.fmax(t1, t2))
-        return (tn <= tf) & (tf >= t_min - tol_m) & (tn <= t_max + tol_m)
+        return (tn <= tf) & (tf >= t_min - tol) & (tn <= t_max + tol)
 
     def _probe(self, o32, d, far32, miss, tol) -> np.ndarray:
         """Mask over `miss`: rays with a probe offset sideways by _PROBE x tol that hits."""
@@ -280,11 +321,11 @@ class MeshCaster:
         u = _cross(dm, axis)
         u /= np.linalg.norm(u, axis=1, keepdims=True)
         w = _cross(dm, u)
-        step = _PROBE * (tol if np.ndim(tol) == 0 else tol[miss])
+        step = _PROBE * tol
         near = np.zeros(len(miss), dtype=bool)
         d32, f32 = np.ascontiguousarray(d[miss], dtype=np.float32), far32[miss]
         for a in (0.0, 2 * np.pi / 3, 4 * np.pi / 3):
-            off = (np.cos(a) * u + np.sin(a) * w) * np.reshape(step, (-1, 1))
+            off = (np.cos(a) * u + np.sin(a) * w) * step
             op = np.ascontiguousarray(o32[miss] + off, dtype=np.float32)
             near |= self._embree(op, d32, f32) >= 0
         return near
