@@ -312,15 +312,18 @@ class MeshCaster:
         the result is the brute force's on the whole mesh.
         """
         r = self._cen_r + self._tol
-        step = max(1, (1 << 22) // self.n_tri)
+        r2 = r * r
         keep = []
-        for s in range(0, len(d), step):
-            di = d[s : s + step]
-            oc = self._cen[None] - (o if o.ndim == 1 else o[s : s + step, None])  # (R?, T, 3)
-            tc = np.einsum("rti,ri->rt", np.broadcast_to(oc, (len(di), *oc.shape[-2:])), di)
-            d2 = np.einsum("rti,rti->rt", *(np.broadcast_to(oc, (len(di), *oc.shape[-2:])),) * 2)
-            near = (d2 - tc * tc <= r * r) & (tc >= t_min - r) & (tc <= t_max + r)
-            keep.append(np.flatnonzero(near.any(axis=0)))
+        groups = [(o, np.arange(len(d)))] if o.ndim == 1 else [(oi, [i]) for i, oi in enumerate(o)]
+        for oi, rays in groups:
+            oc = self._cen - oi  # (T, 3)
+            oc2 = np.einsum("ti,ti->t", oc, oc)
+            step = max(1, (1 << 21) // self.n_tri)  # (T, R) temporaries of at most 16 MB
+            for s in range(0, len(rays), step):
+                tc = oc @ d[rays[s : s + step]].T  # (T, R): one BLAS product
+                near = (oc2[:, None] - tc * tc <= r2[:, None]) & (tc >= t_min - r[:, None])
+                near &= tc <= t_max + r[:, None]
+                keep.append(np.flatnonzero(near.any(axis=1)))
         sub = np.unique(np.concatenate(keep))
         if not len(sub):
             return np.full(len(d), np.inf), np.full((len(d), 3), np.nan)
