@@ -4,9 +4,9 @@ Workloads: the 98,568-triangle terrain (bench/meshes.py) under a VLP-16 (16 x 18
 128 x 2048 lidar, and a closed scanned-like mesh (20,480 triangles) seen from inside. Embree
 (embreex, float32, INTERSECT) casts the same float32 rays from the same origins; the reference
 is simconform.raycast.Scene on a world holding just that mesh. Prints rays/s of each, their
-ratio, peak memory added by one reference scan (ru_maxrss, fresh subprocess per workload is
-not used: the figure is the growth over the process's earlier peak, a lower bound), and the
-agreement with the brute-force oracle on a sample of rays.
+ratio, the memory one reference scan adds (growth of ru_maxrss over the process's earlier
+peak: a lower bound; tests/test_meshcast.py measures it in a fresh process), and the agreement
+with the brute-force oracle on a sample of rays.
 
     python bench/raycast_mesh.py [--sweeps 5] [--oracle 300]
 """
