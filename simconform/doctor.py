@@ -81,7 +81,7 @@ def components() -> list[Finding]:
         _package("ray", "campaign --executor ray", "pip install 'simconform[ray]'"),
         _package("kiss-icp", "simconform localize", "pip install 'simconform[localize]'"),
         _package("evo", "simconform localize (APE/RPE)", "pip install 'simconform[localize]'"),
-        _package("embreex", "faster ray casting in trimesh (optional)", "pip install embreex"),
+        _package("embreex", "ray casting against meshes (reference)", "pip install embreex"),
         _package("mcap", "reading damaged MCAP bags chunk by chunk", "pip install mcap"),
     ]
     return out

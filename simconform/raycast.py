@@ -7,8 +7,8 @@ geometric error of its own and other engines can be measured against it:
 - box: slab method in the box frame;
 - cylinder: capped; quadratic in the local xy plane intersected with the slab of the end caps;
 - sphere: quadratic;
-- mesh: Möller–Trumbore over rays x triangles (written as one matrix product per chunk),
-  after an axis-aligned bounding-box test.
+- mesh: Embree (float32) proposes the triangle, float64 Möller–Trumbore decides the range
+  (simconform/meshcast.py, docs/raycast.md).
 
 Box, cylinder and sphere are closed solids: a ray whose origin is inside one hits its inside
 surface (the exit point), as a lidar inside a hollow shell would. More generally a ray hits the
@@ -18,11 +18,8 @@ Speed comes from one cheap bounding-sphere test of all bounded objects against a
 single matrix product when the rays share, or almost share, an origin, which a lidar sweep
 does), after which only the surviving (ray, object) pairs get the exact test.
 
-Length: a little over our ~400 lines, because `Scene` keeps every primitive's exact test next to
-the others; they share the slab, root and `t_min` conventions above, which must not drift apart.
-
-Length: over our ~400 lines, because the analytic primitives, the mesh test and the scene that
-picks the nearest hit share the slab and root helpers and one chunking of rays.
+Length: about our ~400 lines, because `Scene` keeps every primitive's exact test next to the
+others; they share the slab, root and `t_min` conventions above, which must not drift apart.
 """
 
 from __future__ import annotations
@@ -32,15 +29,12 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial.transform import Rotation
 
+from simconform.meshcast import MeshCaster
 from simconform.world import Box, Cylinder, Mesh, Plane, Sphere, World
 
 # Origins within this distance (m) of their mean share one bounding-sphere test, with every
 # bounding sphere inflated by the actual spread; a lidar sweep moves far less than this.
 _SHARED_ORIGIN_SPREAD = 0.5
-# Upper bound on ray x triangle pairs held in memory at once by the mesh test.
-_PAIR_CHUNK = 1 << 20
-# Relative slack on barycentric bounds, so rays through a shared edge hit one of the triangles.
-_BARY_EPS = 1e-12
 _BOX, _CYL, _SPH, _MESH = range(4)
 _COLUMN = np.array([0, 3, 6])  # flat offsets of one column in a row-major 3x3 matrix
 
@@ -144,7 +138,7 @@ class Scene:
         self._sph_c = np.array([s.center for s in sphs], dtype=float).reshape(-1, 3)
         self._sph_rad = np.array([s.radius for s in sphs], dtype=float)
 
-        self._meshes = [_MeshData(world.mesh_triangles(i)) for k, i, _ in bounded if k == _MESH]
+        self._meshes = [MeshCaster(world.mesh_triangles(i)) for k, i, _ in bounded if k == _MESH]
 
         mesh_c = np.array([m.center for m in self._meshes], dtype=float).reshape(-1, 3)
         centers = np.concatenate([self._box_c, self._cyl_c, self._sph_c, mesh_c])
@@ -382,79 +376,4 @@ class Scene:
             if len(sel):
                 om = o if o.ndim == 1 else o[sel]
                 t[sel], nrm[sel] = mesh.cast(om, d[sel], t_min, t_max)
-        return t, nrm
-
-
-def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise cross product of (P, 3) or (3,) with (P, 3); cheaper than np.cross for small P."""
-    a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
-    b0, b1, b2 = b[:, 0], b[:, 1], b[:, 2]
-    return np.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], axis=1)
-
-
-class _MeshData:
-    """One mesh's triangles, re-centred on their bounding box for accuracy far from the origin.
-
-    Möller–Trumbore is rewritten with scalar triple products so that, per chunk of rays, all of
-    its determinants come from one (R, 9) x (9, 4T) matrix product of ray terms
-    [o x d, d, o] with per-triangle terms.
-    """
-
-    def __init__(self, tri: np.ndarray) -> None:
-        tri = np.asarray(tri, dtype=float)
-        lo, hi = tri.reshape(-1, 3).min(axis=0), tri.reshape(-1, 3).max(axis=0)
-        self.center = 0.5 * (lo + hi)
-        self.half = 0.5 * (hi - lo)
-        v0 = tri[:, 0] - self.center
-        e1 = tri[:, 1] - tri[:, 0]
-        e2 = tri[:, 2] - tri[:, 0]
-        n = np.cross(e1, e2)
-        self.radius = float(np.max(np.linalg.norm(tri.reshape(-1, 3) - self.center, axis=1)))
-        self.n_tri = len(tri)
-        zero = np.zeros_like(n)
-        # Rows multiply [o x d, d, o]; columns: u*det, v*det, det, t*det (+ t_off).
-        w_u = np.concatenate([e2, -np.cross(e2, v0), zero], axis=1)
-        w_v = np.concatenate([-e1, -np.cross(v0, e1), zero], axis=1)
-        w_det = np.concatenate([zero, -n, zero], axis=1)
-        w_t = np.concatenate([zero, zero, n], axis=1)
-        self.w = np.ascontiguousarray(np.concatenate([w_u, w_v, w_det, w_t]).T)  # (9, 4T)
-        self.t_off = -np.einsum("ti,ti->t", v0, n)
-        norm = np.linalg.norm(n, axis=1, keepdims=True)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            self.unit_n = np.where(norm > 0, n / norm, 0.0)
-
-    def cast(self, o, d, t_min, t_max):
-        """Nearest triangle hit per ray in [t_min, t_max]: (t with inf for none, normal).
-
-        o is (3,) shared by all rays or (P, 3).
-        """
-        t = np.full(len(d), np.inf)
-        nrm = np.full((len(d), 3), np.nan)
-        o = o - self.center
-        # Bounding-box pre-test: only rays that cross the box within range go on.
-        lo, hi = _slab(np.broadcast_to(o, d.shape), d, self.half * (1 + 1e-9) + 1e-9)
-        tn, tf = lo.max(axis=1), hi.min(axis=1)
-        cand = np.flatnonzero((tn <= tf) & (tf >= t_min) & (tn <= t_max))
-        step = max(1, _PAIR_CHUNK // self.n_tri)
-        nt = self.n_tri
-        for s in range(0, len(cand), step):
-            idx = cand[s : s + step]
-            di = np.take(d, idx, axis=0)
-            oi = np.broadcast_to(o, di.shape) if o.ndim == 1 else np.take(o, idx, axis=0)
-            prod = np.concatenate([_cross(oi, di), di, oi], axis=1) @ self.w
-            udet, vdet, det = prod[:, :nt], prod[:, nt : 2 * nt], prod[:, 2 * nt : 3 * nt]
-            tdet = prod[:, 3 * nt :] + self.t_off
-            sgn = np.sign(det)
-            ad = np.abs(det)
-            us, vs = udet * sgn, vdet * sgn
-            with np.errstate(divide="ignore", invalid="ignore"):
-                tt = tdet / det
-            eps = _BARY_EPS * ad
-            ok = (ad > 0) & (us >= -eps) & (vs >= -eps) & (us + vs <= ad + eps)
-            ok &= (tt >= t_min) & (tt <= t_max)
-            tt = np.where(ok, tt, np.inf)
-            k = np.argmin(tt, axis=1)
-            tk = np.take_along_axis(tt, k[:, None], axis=1)[:, 0]
-            t[idx] = tk
-            nrm[idx] = np.where((tk < np.inf)[:, None], np.take(self.unit_n, k, axis=0), np.nan)
         return t, nrm

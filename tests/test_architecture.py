@@ -34,6 +34,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "simconform.world",
             "simconform.trajectory",
             "simconform.raycast",
+            "simconform.meshcast",
             "simconform.registry",
             "simconform.demo",
             "simconform.provenance",
