@@ -81,7 +81,11 @@ def components() -> list[Finding]:
         _package("ray", "campaign --executor ray", "pip install 'simconform[ray]'"),
         _package("kiss-icp", "simconform localize", "pip install 'simconform[localize]'"),
         _package("evo", "simconform localize (APE/RPE)", "pip install 'simconform[localize]'"),
-        _package("embreex", "ray casting against meshes (reference)", "pip install embreex"),
+        _package(
+            "embreex",
+            "fast ray casting against meshes (without it: the exact brute force, slow)",
+            "pip install embreex (Linux x86-64 wheels)",
+        ),
         _package("mcap", "reading damaged MCAP bags chunk by chunk", "pip install mcap"),
     ]
     return out

@@ -18,10 +18,14 @@ could have picked the wrong triangle, more is tested (docs/raycast.md says why t
 Known gap (strict xfails in tests/test_meshcast.py): a float32 ray passing over a ridge or a
 sharp vertex that the float64 ray touches exactly can report a farther triangle.
 
-`embreex` is imported when the first mesh is cast, so worlds without meshes never load it.
+`embreex` is imported when the first mesh is cast, so worlds without meshes never load it. It
+has wheels for x86-64 only; elsewhere (or uninstalled) `mesh_caster` returns the brute force,
+exact and slow, and `simconform doctor` says so.
 """
 
 from __future__ import annotations
+
+from importlib.util import find_spec
 
 import numpy as np
 
@@ -360,3 +364,8 @@ class MeshCaster:
             op = np.ascontiguousarray(o32[miss] + off, dtype=np.float32)
             near |= self._embree(op, d32, f32) >= 0
         return near
+
+
+def mesh_caster(tri: np.ndarray) -> MeshCaster | BruteMesh:
+    """Embree with the float64 re-test where `embreex` is installed; the brute force elsewhere."""
+    return MeshCaster(tri) if find_spec("embreex") is not None else BruteMesh(tri)

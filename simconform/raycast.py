@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from simconform.meshcast import MeshCaster
+from simconform.meshcast import mesh_caster
 from simconform.world import Box, Cylinder, Mesh, Plane, Sphere, World
 
 # Origins within this distance (m) of their mean share one bounding-sphere test, with every
@@ -138,7 +138,7 @@ class Scene:
         self._sph_c = np.array([s.center for s in sphs], dtype=float).reshape(-1, 3)
         self._sph_rad = np.array([s.radius for s in sphs], dtype=float)
 
-        self._meshes = [MeshCaster(world.mesh_triangles(i)) for k, i, _ in bounded if k == _MESH]
+        self._meshes = [mesh_caster(world.mesh_triangles(i)) for k, i, _ in bounded if k == _MESH]
 
         mesh_c = np.array([m.center for m in self._meshes], dtype=float).reshape(-1, 3)
         centers = np.concatenate([self._box_c, self._cyl_c, self._sph_c, mesh_c])

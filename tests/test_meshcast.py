@@ -194,6 +194,28 @@ def test_mesh_among_primitives_nearest_wins(tmp_path: Path) -> None:
     assert np.any(hits.index == 0) and np.any(hits.index > 0)
 
 
+def test_without_embreex_the_scene_casts_meshes_by_brute_force(monkeypatch, tmp_path: Path) -> None:
+    """Where embreex has no wheel (not Linux x86-64), a mesh world still casts, exactly."""
+    import simconform.meshcast as mc
+
+    trimesh.Trimesh(*_indexed(meshes.scanned(3))).export(tmp_path / "rock.obj")
+    world_file = tmp_path / "w.yaml"
+    rock = {"type": "mesh", "file": "rock.obj", "position": [-6.0, 0.0, 0.0]}
+    origin = {"lat": 0.0, "lon": 0.0, "alt": 0.0}
+    world_file.write_text(json.dumps({"name": "w", "origin": origin, "objects": [rock]}))
+    world = load_world(world_file)
+    o = np.array([0.0, 0.0, 1.5])
+    d = meshes.lidar_directions(16, 360, (-15, 15))
+    fast = Scene(world).cast(o, d, t_min=0.2, t_max=60.0).dist
+    monkeypatch.setattr(mc, "find_spec", lambda name: None)
+    assert isinstance(mc.mesh_caster(world.mesh_triangles(0)), BruteMesh)
+    slow = Scene(world).cast(o, d, t_min=0.2, t_max=60.0).dist
+    assert np.isfinite(slow).sum() > 100
+    assert np.array_equal(np.isfinite(fast), np.isfinite(slow))
+    fin = np.isfinite(slow)
+    assert np.max(np.abs(fast[fin] - slow[fin])) <= TOL
+
+
 def _indexed(tri: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     v, f = np.unique(tri.reshape(-1, 3), axis=0, return_inverse=True)
     return v, f.reshape(-1, 3)
