@@ -18,33 +18,10 @@ import argparse
 import json
 from pathlib import Path
 
-import yaml
 from scipy.stats import beta, binomtest
+from seed_campaign import ROOT, write_campaign  # bench/seed_campaign.py
 
 from simconform.campaign import run_campaign
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def write_campaign(folder: Path, seeds: int, duration: float, start: int) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    campaign = {
-        "name": "false_fail",
-        "spec": str(ROOT / "sensors_spec" / "rover_core.yaml"),
-        "backends": ["reference"],
-        "seeds": {"start": start, "count": seeds},
-        "worlds": [
-            {
-                "world": str(ROOT / "worlds" / "demo.yaml"),
-                "trajectory": str(ROOT / "worlds" / "demo.tum"),
-            }
-        ],
-        "duration": duration,
-        "confidence": 0.95,
-    }
-    path = folder / "false_fail.yaml"
-    path.write_text(yaml.safe_dump(campaign, sort_keys=False))
-    return path
 
 
 def tally(out: Path) -> dict:
@@ -92,9 +69,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("runs/false_fail"))
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    file = write_campaign(
-        args.out.parent / f"{args.out.name}_yaml", args.seeds, args.duration, args.start
-    )
+    spec = ROOT / "sensors_spec" / "rover_core.yaml"
+    folder = args.out.parent / f"{args.out.name}_yaml"
+    file = write_campaign(folder, "false_fail", spec, args.seeds, args.start, args.duration)
     run_campaign(file, args.out, jobs=args.jobs, progress=False)
     res = tally(args.out)
     if args.json:

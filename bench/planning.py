@@ -23,36 +23,14 @@ import argparse
 import json
 from pathlib import Path
 
-import yaml
 from scipy.stats import binom, binomtest
+from seed_campaign import ROOT, write_campaign  # bench/seed_campaign.py
 
 from simconform.campaign import run_campaign
 from simconform.run import RunConfig, load_inputs
 from simconform.verify.runlength import joint_power, plan_inputs
 
-ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "tests" / "data" / "planning" / "spec.yaml"
-
-
-def write_campaign(folder: Path, spec: Path, seeds: int, start: int, duration: float) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    campaign = {
-        "name": "planning",
-        "spec": str(spec.resolve()),
-        "backends": ["reference"],
-        "seeds": {"start": start, "count": seeds},
-        "worlds": [
-            {
-                "world": str(ROOT / "worlds" / "demo.yaml"),
-                "trajectory": str(ROOT / "worlds" / "demo.tum"),
-            }
-        ],
-        "duration": duration,
-        "confidence": 0.95,
-    }
-    path = folder / "planning.yaml"
-    path.write_text(yaml.safe_dump(campaign, sort_keys=False))
-    return path
 
 
 def tally(out: Path, plan, length: float) -> dict:
@@ -104,9 +82,8 @@ def main() -> None:
     for frac in (float(f) for f in args.fractions.split(",")):
         length = round(plan.run_s * frac, 1)
         out = args.out / f"x{frac:g}"
-        file = write_campaign(
-            args.out / f"x{frac:g}_yaml", args.spec, args.seeds, args.start, length
-        )
+        folder = args.out / f"x{frac:g}_yaml"
+        file = write_campaign(folder, "planning", args.spec, args.seeds, args.start, length)
         run_campaign(file, out, jobs=args.jobs, progress=False)
         results.append(tally(out, plan, length))
     if args.json:
