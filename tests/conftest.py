@@ -20,14 +20,17 @@ REPO = Path(__file__).resolve().parent.parent
 default_gl()
 
 
-def cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    """Run the real `simconform` entry point in a subprocess."""
+def cli(
+    *args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None
+) -> subprocess.CompletedProcess:
+    """Run the real `simconform` entry point in a subprocess (`env`: added to os.environ)."""
     return subprocess.run(
         [sys.executable, "-m", "simconform.cli", *args],
         capture_output=True,
         text=True,
         cwd=cwd,
         timeout=timeout,
+        env=None if env is None else {**os.environ, **env},
         check=False,
     )
 

@@ -6,11 +6,9 @@ from __future__ import annotations
 import ctypes.util
 import importlib.metadata as md
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -51,15 +49,7 @@ def test_backends_starts_a_real_gazebo_server() -> None:
 
 def _cli_env(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """The real entry point with stderr a pipe (as in CI) and progress lines every 10 %."""
-    env = {**os.environ, "SIMCONFORM_PROGRESS_INTERVAL_S": "0"}
-    return subprocess.run(
-        [sys.executable, "-m", "simconform.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        check=False,
-    )
+    return cli(*args, timeout=timeout, env={"SIMCONFORM_PROGRESS_INTERVAL_S": "0"})
 
 
 def test_doctor_lists_backends_and_components_with_versions() -> None:
