@@ -32,6 +32,14 @@ from simconform.verify.pairing import Pair
 
 PREDICTION_ENTROPY = 0x5C0F_C0DE  # the verifier's own stream, never the run's seed
 JPEG_PREDICTION_FRAMES = 40
+
+
+def prediction_every(expected: int) -> int:
+    """Every how many frames a JPEG camera's frame is compared (about 40 in a run): the
+    verifier and the planner (verify/planning.py) count the same frames."""
+    return max(1, expected // JPEG_PREDICTION_FRAMES)
+
+
 HIST_FRAMES = 3
 
 
@@ -59,7 +67,7 @@ class CameraAccumulator(Accumulator):
         n = spec.noise.intensity
         self.mean_e, self.mean_e2 = raw_error_tables(n.bias, n.sigma)
         expected = max(1, round(spec.rate_hz * duration_s))
-        self.every = max(1, expected // JPEG_PREDICTION_FRAMES)
+        self.every = prediction_every(expected)
         self.rng = np.random.Generator(
             np.random.PCG64(np.random.SeedSequence([PREDICTION_ENTROPY, stable_id(name)]))
         )

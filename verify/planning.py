@@ -28,8 +28,9 @@ from scipy import stats
 
 from simconform.spec import CameraSpec, GnssSpec, ImuSpec, LidarSpec, OdomSpec, Spec
 from simconform.verify import power as pw
+from simconform.verify import stats as vstats
 from simconform.verify import tolerances as tl
-from simconform.verify.camera import JPEG_PREDICTION_FRAMES
+from simconform.verify.camera import prediction_every
 
 DEFAULT_POWER = 0.8
 STEP_S = 0.1  # run lengths are planned in steps of this
@@ -90,7 +91,7 @@ class _Counts:
         paired = self.published(c)
         if self.s.encoding == "raw":
             return paired
-        every = max(1, c // JPEG_PREDICTION_FRAMES)
+        every = prediction_every(c)
         return math.ceil(paired / every)
 
     def finite(self, c: int) -> int:  # lidar: true returns in published sweeps
@@ -196,13 +197,11 @@ NORMALITY = "a test of fit, not an interval: 8 samples; PASS unless rejected fam
 
 def allan_power(n: int, sigma: float, walk: float, dt: float, lo: float, hi: float, level):
     """P(PASS) of stats.allan_walk on n samples: its block size and pair count, exactly."""
-    target = 20 if n // 2 >= 20 else 8
-    if n // 2 < target:
+    blocks_pairs = vstats.allan_blocks(n)
+    if blocks_pairs is None:
         return 0.0
-    m = n // (2 * target)
-    pairs = n // (2 * m)
-    white = 2 * sigma**2 / m
-    gain = dt * (2 * m * m + 1) / (3 * m)
+    m, pairs = blocks_pairs
+    white, gain = vstats.allan_terms(m, dt, sigma)
     v, a, b = white + gain * walk**2, white + gain * lo**2, white + gain * hi**2
     return pw.chi2_scale(pairs, v, a, b, level)
 
@@ -229,7 +228,7 @@ def _common(s, counts: _Counts, lv: float) -> list[_Model]:
     p = s.dropout.sample
     lo, hi = tl.dropout_band(p, tol)
     k, j = lat.jitter_truncation, lat.jitter_ms
-    sd = float(stats.truncnorm.std(-k, k, scale=j)) if j > 0 else 0.0
+    sd = vstats.truncnorm_mean_std(j, k)[1]
     half = (lambda b: (b[1] - b[0]) / 2)(tl.latency_band(lat.fixed_ms, tol))
     out = [
         _Model("sample_dropout", "captures", lambda c: c, lambda n, c: pw.wilson(n, p, lo, hi, lv)),

@@ -315,25 +315,38 @@ def allan_walk(
         raise ValueError(f"min_pairs must be >= 1, got {min_pairs!r}")
     x = _as_1d(x)
     size = x.size
-    target = max(min_pairs, 20)
-    if size // 2 < target:
-        target = min_pairs
-    if size // 2 < target:
+    blocks_pairs = allan_blocks(size, min_pairs)
+    if blocks_pairs is None:
         return _nan(size, level)
-    m = size // (2 * target)
-    pairs = size // (2 * m)
+    m, pairs = blocks_pairs
     used = 2 * pairs * m
     blocks = x[:used].reshape(2 * pairs, m).mean(axis=1)
     d = blocks[1::2] - blocks[0::2]
     sum_sq = float(d @ d)
     lo, hi = _chi2_var_interval(sum_sq, pairs, level)
-    white_term = 2.0 * white_sigma**2 / m
-    walk_gain = dt * (2.0 * m * m + 1.0) / (3.0 * m)
+    white_term, walk_gain = allan_terms(m, dt, white_sigma)
 
     def to_sigma_w(v: float) -> float:
         return math.sqrt(max(v - white_term, 0.0) / walk_gain)
 
     return Estimate(to_sigma_w(sum_sq / pairs), (to_sigma_w(lo), to_sigma_w(hi)), used, level)
+
+
+def allan_blocks(size: int, min_pairs: int = 8) -> tuple[int, int] | None:
+    """`allan_walk`'s block size m and pair count on `size` samples (about 20 pairs, at least
+    min_pairs); None when too few. The planner (verify/planning.py) uses the same choice."""
+    target = max(min_pairs, 20)
+    if size // 2 < target:
+        target = min_pairs
+    if size // 2 < target:
+        return None
+    m = size // (2 * target)
+    return m, size // (2 * m)
+
+
+def allan_terms(m: int, dt: float, white_sigma: float) -> tuple[float, float]:
+    """E[D^2] = white_term + walk_gain sigma_w^2 for block means of m samples every dt."""
+    return 2.0 * white_sigma**2 / m, dt * (2.0 * m * m + 1.0) / (3.0 * m)
 
 
 def truncnorm_mean_std(sigma: float, k: float) -> tuple[float, float]:

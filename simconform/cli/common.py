@@ -146,3 +146,8 @@ def exit_code(report: dict) -> int:
 def check_confidence(confidence: float) -> None:
     if not 0.5 <= confidence < 1:
         raise UserError(None, "--confidence", confidence, "expected a level in [0.5, 1)")
+
+
+def check_power(power: float) -> None:
+    if not 0.5 <= power < 1:
+        raise UserError(None, "--power", power, "expected a probability in [0.5, 1)")

@@ -9,8 +9,7 @@ from typing import Annotated
 
 import typer
 
-from simconform.cli.common import check_confidence, stdout_console
-from simconform.errors import UserError
+from simconform.cli.common import check_confidence, check_power, stdout_console
 from simconform.runplan import Section
 
 
@@ -42,11 +41,6 @@ def plan_command(
     span = (inp.trajectory.end_ns - inp.trajectory.start_ns) / 1e9
     for sec in plan_sections(plan, span, None):
         print_section(c, sec)
-
-
-def check_power(power: float) -> None:
-    if not 0.5 <= power < 1:
-        raise UserError(None, "--power", power, "expected a probability in [0.5, 1)")
 
 
 def make_plan(inp, level: float, power: float):

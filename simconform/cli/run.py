@@ -14,13 +14,13 @@ from simconform.cli.common import (
     ProgressOpt,
     QuietOpt,
     check_confidence,
+    check_power,
     err,
     exit_code,
     print_verdict,
     progress_of,
     stdout_console,
 )
-from simconform.cli.plan import check_power
 from simconform.errors import UserError
 
 
