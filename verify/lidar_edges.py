@@ -24,6 +24,8 @@ nothing it should be judged on; a fault confined to silhouettes is reported ther
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from simconform.verify import robust
@@ -88,7 +90,9 @@ class EdgeSplit:
     def __init__(self, bias: float, scale: float, rings: int, sectors: int) -> None:
         self.bias, self.scale = bias, scale
         self.all = RangeStats(bias, scale, rings, sectors)
-        self.kept = RangeStats(bias, scale, rings, sectors)
+        # `all` minus the edge outliers; made (a copy of `all`) at the first sweep that has
+        # one, so a sweep without any is added once, not twice
+        self.kept: RangeStats | None = None
         self.edge_rays = 0
         self.outliers = 0
 
@@ -106,9 +110,12 @@ class EdgeSplit:
         out = edge & (np.abs(e - self.bias) > EDGE_K * self.scale)
         self.edge_rays += int(edge.sum())
         self.outliers += int(out.sum())
+        if self.kept is None and out.any():
+            self.kept = copy.deepcopy(self.all)
         self.all.add(e, lat, ring, sector)
-        keep = ~out
-        self.kept.add(e[keep], lat[keep], ring[keep], sector[keep])
+        if self.kept is not None:
+            keep = ~out
+            self.kept.add(e[keep], lat[keep], ring[keep], sector[keep])
 
     def left_out(self) -> bool:
         n = self.all.moments.n
