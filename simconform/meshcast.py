@@ -29,6 +29,8 @@ from importlib.util import find_spec
 
 import numpy as np
 
+from simconform.slab import slab
+
 # Upper bound on ray x triangle pairs held in memory at once by the brute-force test.
 _PAIR_CHUNK = 1 << 20
 # Relative slack on barycentric bounds, so rays through a shared edge hit one of the triangles.
@@ -51,12 +53,9 @@ def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], axis=1)
 
 
-def _dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.einsum("pi,pi->p", a, b)
-
-
 class BruteMesh:
-    """Every ray against every triangle: the oracle, and the fallback for doubtful rays.
+    """Every ray that crosses the bounding box against every triangle: the oracle, and the
+    fallback for doubtful rays.
 
     Triangles are re-centred on their bounding box for accuracy far from the origin.
     Möller–Trumbore is rewritten with scalar triple products so that, per chunk of rays, all of
@@ -68,6 +67,7 @@ class BruteMesh:
         tri = np.asarray(tri, dtype=float)
         lo, hi = tri.reshape(-1, 3).min(axis=0), tri.reshape(-1, 3).max(axis=0)
         self.center = 0.5 * (lo + hi)
+        self.half = 0.5 * (hi - lo)
         v0 = tri[:, 0] - self.center
         e1 = tri[:, 1] - tri[:, 0]
         e2 = tri[:, 2] - tri[:, 0]
@@ -94,11 +94,16 @@ class BruteMesh:
         t = np.full(len(d), np.inf)
         nrm = np.full((len(d), 3), np.nan)
         o = o - self.center
+        # Bounding-box pre-test: only rays that cross the box within range go on.
+        lo, hi = slab(np.broadcast_to(o, d.shape), d, self.half * (1 + 1e-9) + 1e-9)
+        tn, tf = lo.max(axis=1), hi.min(axis=1)
+        cand = np.flatnonzero((tn <= tf) & (tf >= t_min) & (tn <= t_max))
         step = max(1, _PAIR_CHUNK // self.n_tri)
         nt = self.n_tri
-        for s in range(0, len(d), step):
-            di = d[s : s + step]
-            oi = np.broadcast_to(o, di.shape) if o.ndim == 1 else o[s : s + step]
+        for s in range(0, len(cand), step):
+            idx = cand[s : s + step]
+            di = np.take(d, idx, axis=0)
+            oi = np.broadcast_to(o, di.shape) if o.ndim == 1 else np.take(o, idx, axis=0)
             prod = np.concatenate([_cross(oi, di), di, oi], axis=1) @ self.w
             udet, vdet, det = prod[:, :nt], prod[:, nt : 2 * nt], prod[:, 2 * nt : 3 * nt]
             tdet = prod[:, 3 * nt :] + self.t_off
@@ -113,10 +118,8 @@ class BruteMesh:
             tt = np.where(ok, tt, np.inf)
             k = np.argmin(tt, axis=1)
             tk = np.take_along_axis(tt, k[:, None], axis=1)[:, 0]
-            t[s : s + step] = tk
-            nrm[s : s + step] = np.where(
-                (tk < np.inf)[:, None], np.take(self.unit_n, k, axis=0), np.nan
-            )
+            t[idx] = tk
+            nrm[idx] = np.where((tk < np.inf)[:, None], np.take(self.unit_n, k, axis=0), np.nan)
         return t, nrm
 
 

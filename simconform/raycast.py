@@ -30,6 +30,7 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from simconform.meshcast import mesh_caster
+from simconform.slab import slab
 from simconform.world import Box, Cylinder, Mesh, Plane, Sphere, World
 
 # Origins within this distance (m) of their mean share one bounding-sphere test, with every
@@ -70,23 +71,6 @@ def _stable_roots(b: np.ndarray, c: np.ndarray, a: np.ndarray | float = 1.0):
     lo = np.where(real, np.fmin(ra, rb), np.inf)
     hi = np.where(real, np.fmax(ra, rb), -np.inf)
     return lo, hi, real
-
-
-def _slab(o: np.ndarray, d: np.ndarray, h: np.ndarray | float):
-    """Entry and exit parameters of the slab |o + t d| <= h, elementwise.
-
-    A ray parallel to the slab gets (-inf, inf) when inside and (inf, -inf) when outside, so
-    no division by zero ever happens.
-    """
-    par = np.abs(d) < 1e-300  # parallel for any distance that matters (t would exceed 1e300)
-    inv = 1.0 / np.where(par, 1.0, d)
-    with np.errstate(over="ignore"):  # a huge t is simply beyond t_max
-        t1 = (-h - o) * inv
-        t2 = (h - o) * inv
-    inside = np.abs(o) <= h
-    lo = np.where(par, np.where(inside, -np.inf, np.inf), np.minimum(t1, t2))
-    hi = np.where(par, np.where(inside, np.inf, -np.inf), np.maximum(t1, t2))
-    return lo, hi
 
 
 def _pick(tn: np.ndarray, tf: np.ndarray, t_min: float, t_max: float):
@@ -312,7 +296,7 @@ class Scene:
 
     def _boxes(self, o, d, j, t_min, t_max):
         ol, dl = self._frame(o, d, j, self._box_rt, self._box_c)
-        lo, hi = _slab(ol, dl, np.take(self._box_h, j, axis=0))
+        lo, hi = slab(ol, dl, np.take(self._box_h, j, axis=0))
         ax_lo = np.argmax(lo, axis=1)
         ax_hi = np.argmin(hi, axis=1)
         tn = np.take_along_axis(lo, ax_lo[:, None], axis=1)[:, 0]
@@ -337,7 +321,7 @@ class Scene:
         # Parallel to the axis: inside the infinite cylinder for all t, or never.
         r0 = np.where(axial, np.where(c <= 0, -np.inf, np.inf), r0)
         r1 = np.where(axial, np.where(c <= 0, np.inf, -np.inf), r1)
-        z0, z1 = _slab(oz, dz, np.take(self._cyl_hl, j))
+        z0, z1 = slab(oz, dz, np.take(self._cyl_hl, j))
         tn = np.maximum(r0, z0)
         tf = np.minimum(r1, z1)
         t, use_near, ok = _pick(tn, tf, t_min, t_max)

@@ -35,6 +35,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "simconform.trajectory",
             "simconform.raycast",
             "simconform.meshcast",
+            "simconform.slab",
             "simconform.registry",
             "simconform.demo",
             "simconform.provenance",
