@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 
 from simconform.verify.plots import VERDICT_COLOUR, _plt, hist_axis
+from simconform.verify.report import SYMBOL
+from simconform.verify.summary import sensor_verdict
 
 ORDER = ("pass", "inconclusive", "fail", "not_applicable")
-LABEL = {"pass": "PASS", "inconclusive": "INCONCLUSIVE", "fail": "FAIL", "not_applicable": "n/a"}
 COLOUR = {**VERDICT_COLOUR, "not_applicable": "#afb8c1"}
 
 
@@ -20,7 +21,7 @@ def _counts(ax, report: dict) -> None:
     left = np.zeros(len(names))
     for v in ORDER:
         vals = np.array([per[n][v] for n in names], dtype=float)
-        ax.barh(names, vals, left=left, color=COLOUR[v], label=LABEL[v])
+        ax.barh(names, vals, left=left, color=COLOUR[v], label=SYMBOL[v])
         for i, (x, w) in enumerate(zip(left, vals)):
             if w:
                 ax.text(
@@ -83,7 +84,7 @@ def overview(path: Path, report: dict, samples: dict[str, dict]) -> Path:
     grid = fig.add_gridspec(rows, 3)
     v = report["verdict"]
     fig.suptitle(
-        f"simconform: {LABEL.get(v, v)}",
+        f"simconform: {SYMBOL.get(v, v)}",
         fontsize=16,
         fontweight="bold",
         color=COLOUR.get(v, "black"),
@@ -93,15 +94,10 @@ def overview(path: Path, report: dict, samples: dict[str, dict]) -> Path:
     rng = np.random.default_rng(0)
     for i, (sensor, (name, f)) in enumerate(shown):
         ax = fig.add_subplot(grid[1 + i // 3, i % 3])
-        sv = _sensor_verdict(report, sensor)
-        hist_axis(ax, name, f, f"{sensor}: {name} error ({LABEL[sv]})", rng)
+        sv = sensor_verdict(report["summary"]["counts"]["per_sensor"].get(sensor, {}))
+        hist_axis(ax, name, f, f"{sensor}: {name} error ({SYMBOL[sv]})", rng)
         ax.title.set_color(COLOUR[sv])
     fig.tight_layout(rect=(0, 0, 1, 0.96))
     fig.savefig(path, dpi=80)
     plt.close(fig)
     return path
-
-
-def _sensor_verdict(report: dict, sensor: str) -> str:
-    c = report["summary"]["counts"]["per_sensor"].get(sensor, {})
-    return next((v for v in ("fail", "inconclusive", "pass") if c.get(v)), "not_applicable")

@@ -80,7 +80,7 @@ def _table(sec: Section) -> str:
     for row in sec.rows:
         cells = []
         for j, c in enumerate(row):
-            if j == vcol or (sec.title == "Summary" and c in COLOUR and j == len(row) - 1):
+            if j == vcol:
                 colour = COLOUR.get(c, "#24292f")
                 cells.append(f"<td class='v' style='color:{colour}'>{html.escape(c)}</td>")
             else:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from simconform.verify.report import SYMBOL, fmt, rows
+from simconform.verify.summary import sensor_verdict
 
 VERDICT_COLUMN = "verdict"
 
@@ -33,13 +34,6 @@ def scope_note(report: dict) -> str:
 
 def title(report: dict) -> str:
     return f"simconform report: {SYMBOL[report['verdict']]}{scope_note(report)}"
-
-
-def _sensor_verdict(c: dict) -> str:
-    for v in ("fail", "inconclusive", "pass"):
-        if c[v]:
-            return SYMBOL[v]
-    return SYMBOL["not_applicable"]
 
 
 def summary(report: dict) -> list[Section]:
@@ -65,7 +59,9 @@ def summary(report: dict) -> list[Section]:
     )
     for name, per in (s.get("counts") or {}).get("per_sensor", {}).items():
         kind = report["sensors"][name]["type"]
-        counts.rows.append([name, kind, *(str(per[v]) for v in SYMBOL), _sensor_verdict(per)])
+        counts.rows.append(
+            [name, kind, *(str(per[v]) for v in SYMBOL), SYMBOL[sensor_verdict(per)]]
+        )
     gaps = s.get("not_checked") or []
     unchecked = Section(
         "Not checked",
@@ -157,7 +153,7 @@ def sensor_sections(report: dict) -> list[Section]:
     for name, table in by_sensor.items():
         sensor = report["sensors"][name]
         per = ((report.get("summary") or {}).get("counts") or {}).get("per_sensor", {})
-        verdict = _sensor_verdict(per[name]) if name in per else ""
+        verdict = SYMBOL[sensor_verdict(per[name])] if name in per else ""
         head = (
             f"{sensor['type']} on `{sensor['topic']}`: {sensor['captures']} captures, "
             f"{sensor['published']} published"

@@ -72,6 +72,13 @@ def counts(report: dict) -> dict:
     return {"total": total, "per_sensor": per}
 
 
+def sensor_verdict(per_sensor: dict) -> str:
+    """A sensor's verdict from its counts: its worst judged metric, else not_applicable."""
+    return next(
+        (v for v in ("fail", "inconclusive", "pass") if per_sensor.get(v)), "not_applicable"
+    )
+
+
 def not_checked(report: dict, manifest: dict | None = None) -> list[dict]:
     """What the verdict does not cover: spec sensors a replay map leaves out, sensors with
     nothing judged, metrics not applicable, camera frames judged on a sample, samples left out
