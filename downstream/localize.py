@@ -34,7 +34,8 @@ class LocalizeConfig:
     reverify: bool = True  # after writing into RUN/localization/, rewrite RUN/report/
 
 
-def _lidar(spec: Spec, name: str | None, run_dir: Path) -> str:
+def pick_lidar(spec: Spec, name: str | None, run_dir: Path) -> str:
+    """The run's lidar: `name`, or its only one; a UserError naming --sensor otherwise."""
     lidars = [n for n, s in spec.sensors.items() if isinstance(s, LidarSpec)]
     if name is None:
         if len(lidars) != 1:
@@ -66,7 +67,7 @@ def localize(cfg: LocalizeConfig) -> dict:
     run_dir = Path(cfg.run_dir)
     manifest = load_manifest(run_dir)
     spec = Spec.model_validate(manifest["spec_content"])
-    name = _lidar(spec, cfg.sensor, run_dir)
+    name = pick_lidar(spec, cfg.sensor, run_dir)
     s = spec.sensors[name]
     assert isinstance(s, LidarSpec)
     truth = TruePoses(run_dir / "gt" / f"{spec.base_frame}.tum", Pose.from_xyz_rpy(*_mount(s)))

@@ -21,6 +21,7 @@ import numpy as np
 
 from simconform.bag.messages import COMPRESSED, cloud_arrays, image_array, stamp_ns
 from simconform.bag.reader import SourceBag
+from simconform.downstream.localize import pick_lidar
 from simconform.downstream.sweeps import TruePoses, point_times_ns
 from simconform.errors import UserError
 from simconform.frames import Pose
@@ -173,13 +174,6 @@ def open_run(run_dir: Path, lidar: str | None) -> RunSource:
         world = World.model_validate(manifest["world_content"])
     except ValidationError as err:
         raise from_validation(run_dir / "run.json", err) from None
-    lidars = [n for n, s in spec.sensors.items() if isinstance(s, LidarSpec)]
-    if lidar is None:
-        if len(lidars) != 1:
-            why = "expected a run with a lidar" if not lidars else "pass --sensor with one of "
-            raise UserError(run_dir, "--sensor", None, why + ", ".join(lidars))
-        lidar = lidars[0]
-    elif lidar not in lidars:
-        raise UserError(run_dir, "--sensor", lidar, f"expected a lidar: {', '.join(lidars)}")
+    lidar = pick_lidar(spec, lidar, run_dir)
     cams = [n for n, s in spec.sensors.items() if isinstance(s, CameraSpec)]
     return RunSource(run_dir, manifest, spec, world, lidar, cams)

@@ -162,10 +162,9 @@ class CameraAccumulator(Accumulator):
             }
         out["intensity_std"] = metric(est, n.sigma, band, unit, predicted=p, **common, **extra)
         if "intensity" in self.samples:  # the plot overlays what the verdict is judged against
-            sigma_p = float(np.sqrt(max(float(vp.mean()), 0.0)))
             self.samples["intensity"].update(
-                predicted_sigma=sigma_p,
-                predicted_bias=float(mp.mean()),
+                predicted_sigma=p,  # the std metric's prediction, as judged
+                predicted_bias=out["intensity_bias"]["predicted"],
                 predicted_from="after clamp, round" + (", JPEG" * (s.encoding == "jpeg")),
             )
         est, p, band = paired(q, qp, lambda p: tl.relative_band(p, tol.sigma_rel), root)

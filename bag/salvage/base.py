@@ -20,6 +20,7 @@ from rosbags.typesys import Stores, get_types_from_idl, get_types_from_msg, get_
 from rosbags.typesys.store import Typestore
 
 from simconform.bag.messages import TYPESTORE
+from simconform.trajectory import format_seconds
 
 Buffer = bytes | mmap.mmap
 
@@ -51,7 +52,7 @@ class Damage:
                 return "?"
             if origin_ns is not None:
                 return f"{(t - origin_ns) / 1e9:.3f}"
-            return f"{t // 1_000_000_000}.{t % 1_000_000_000:09d}"
+            return format_seconds(t)
 
         held = ", ".join(f"{n} on {t}" for t, n in sorted(self.messages.items()))
         when = "t = " if origin_ns is not None else ""
