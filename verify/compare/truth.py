@@ -53,32 +53,34 @@ def compare_truth(
     total = sum((manifests[0].get("captures") or {}).values()) or 1
     bar = progress_bar(total, cfg.progress, "comparing engine truth")
     pairs = paired_truth(Path(cfg.run_a) / "bag", Path(cfg.run_b) / "bag", spec, notes)
-    for i, item in enumerate(pairs):
-        if bar is not None and i % 20 == 0:
-            bar.update(min(i, total))
-        if item[0] == "unpaired":
-            unpaired = item[1]
-            continue
-        (sensor, part, st), va, vb = item
-        acc = diffs[sensor]
-        try:
-            if part == "depth":
-                acc.add_depth(va, vb)
+    try:
+        for i, item in enumerate(pairs):
+            if bar is not None and i % 20 == 0:
+                bar.update(min(i, total))
+            if item[0] == "unpaired":
+                unpaired = item[1]
                 continue
-            paired[sensor] += 1
-            if isinstance(acc, CameraTruthDiff):
-                acc.add_image(st, va, vb)
-            else:
-                acc.add(st, va, vb)
-            explainer = getattr(acc, "explainer", None)
-            if explainer is not None:
-                explainer.add(st, va, vb)
-        except ValueError as exc:
-            raise UserError(
-                Path(cfg.run_b) / "bag", spec.data_topics(sensor)[1], st, str(exc)
-            ) from None
-    if bar is not None:
-        bar.close()
+            (sensor, part, st), va, vb = item
+            acc = diffs[sensor]
+            try:
+                if part == "depth":
+                    acc.add_depth(va, vb)
+                    continue
+                paired[sensor] += 1
+                if isinstance(acc, CameraTruthDiff):
+                    acc.add_image(st, va, vb)
+                else:
+                    acc.add(st, va, vb)
+                explainer = getattr(acc, "explainer", None)
+                if explainer is not None:
+                    explainer.add(st, va, vb)
+            except ValueError as exc:
+                raise UserError(
+                    Path(cfg.run_b) / "bag", spec.data_topics(sensor)[1], st, str(exc)
+                ) from None
+    finally:  # an error mid-loop must not leave the live bar running
+        if bar is not None:
+            bar.close()
     captures = {}
     for name, s in spec.sensors.items():
         part = "image" if isinstance(s, CameraSpec) else "main"
