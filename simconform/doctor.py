@@ -11,7 +11,6 @@ from __future__ import annotations
 import ctypes.util
 import importlib.metadata as md
 import os
-import shutil
 from dataclasses import asdict, dataclass
 
 from simconform.probe import probe
@@ -67,7 +66,7 @@ def components() -> list[Finding]:
         ),
     ]
     missing = missing_pieces()
-    version = gz_sim_version() if shutil.which("gz") else None
+    version = gz_sim_version()  # None without a `gz` on PATH
     out.append(
         Finding(
             "Gazebo Harmonic",
