@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import os
 import platform
@@ -51,6 +52,19 @@ def machine() -> dict:
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
+    }
+
+
+def recorded_header() -> dict:
+    """The first keys of every run.json (run and replay): what recorded it, when, where, how."""
+    from simconform import __version__
+
+    return {
+        "simconform": __version__,
+        "git_commit": git_commit(),
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "command_line": command_line(),
+        "machine": machine(),
     }
 
 

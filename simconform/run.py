@@ -14,7 +14,6 @@ holds (verify/integrity.py).
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import socket
 import time
@@ -24,7 +23,6 @@ from pathlib import Path
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from simconform import __version__
 from simconform.adapters.base import (
     SensorBackend,
 )
@@ -41,7 +39,7 @@ from simconform.outdir import check_target, claim, io_error, write_json_atomic
 from simconform.pipeline.chain import SensorPipeline
 from simconform.pipeline.schedule import capture_times
 from simconform.progress import progress_bar
-from simconform.provenance import command_line, git_commit, machine, output_digests, sha256
+from simconform.provenance import output_digests, recorded_header, sha256
 from simconform.registry import get_backend
 from simconform.spec import (
     OPTICAL_TO_BODY,
@@ -232,11 +230,7 @@ def _manifest(cfg: RunConfig, inp: Inputs, engine_plan: dict, engine: str | None
     if cfg.noise == "engine":  # per sensor: what the engine applied, what simconform applied
         extra["noise_stages"] = engine_plan
     return {
-        "simconform": __version__,
-        "git_commit": git_commit(),
-        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "command_line": command_line(),
-        "machine": machine(),
+        **recorded_header(),
         "backend": cfg.backend,
         "engine_version": engine,
         "seed": cfg.seed,

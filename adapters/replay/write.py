@@ -11,7 +11,6 @@ truth/base_link, as in our runs), gt/ its poses, and run.json the replay's own s
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import hashlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from simconform import __version__
 from simconform.adapters.replay.convert import organize, our_cloud, to_ours, truth_cloud
 from simconform.adapters.replay.hints import frame_hint
 from simconform.adapters.replay.pairing import RayGrid
@@ -33,7 +31,7 @@ from simconform.errors import UserError
 from simconform.frames import Pose
 from simconform.outdir import write_json_atomic
 from simconform.progress import progress_bar
-from simconform.provenance import command_line, git_commit, machine, path_digest, sha256
+from simconform.provenance import path_digest, recorded_header, sha256
 
 CLOCK_WARN_S = 60.0  # |log time - stamp| beyond this: the bag's clocks are not comparable
 
@@ -363,11 +361,7 @@ class Replay(Scan):
         self, start: int, end: int, complete: bool, reason: str | None, section: dict
     ) -> dict:
         return {
-            "simconform": __version__,
-            "git_commit": git_commit(),
-            "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "command_line": command_line(),
-            "machine": machine(),
+            **recorded_header(),
             "backend": "replay",
             "seed": None,
             "storage": "mcap",
