@@ -54,6 +54,9 @@ class LidarTruth:
     column_motion: tuple[np.ndarray, np.ndarray] | None = field(
         default=None, repr=False, compare=False
     )
+    # which object each return hit (rings, columns) int32: an index into world.objects, then
+    # world.actors after them; -1 for no return. None where the engine cannot tell
+    objects: np.ndarray | None = field(default=None, repr=False, compare=False)
     # --noise engine only: the engine's noisy output of this capture (same type, engine None)
     engine: Any = field(default=None, repr=False, compare=False)
 
@@ -122,6 +125,8 @@ class SensorBackend(ABC):
     run_dir: Path | None = None
     # whether `use_engine_noise` is available (`simconform run --noise engine`)
     supports_engine_noise: bool = False
+    # whether the world's moving actors (world.actors) appear in this engine's captures
+    moves_actors: bool = False
 
     @abstractmethod
     def open(self, world: World, spec: Spec) -> None:

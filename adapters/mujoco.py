@@ -235,7 +235,8 @@ class MujocoBackend(SensorBackend):
     def _lidar(self, name: str, s: LidarSpec, t_ns: int, motion: Motion) -> LidarTruth:
         mj, m, d = self.mj, self.model, self.data
 
-        def cast(origins, d_world, max_range):
+        def cast(origins, d_world, max_range, times):
+            del times  # the world is static here: open() refuses actors
             rings, cols = d_world.shape[:2]
             dist = np.empty((rings, cols))
             geom = np.empty((rings, cols), dtype=np.int32)

@@ -51,6 +51,8 @@ class ReferenceBackend(SensorBackend):
         if emulate not in (None, *EMULATE):
             raise ValueError(f"emulate must be None or one of {tuple(EMULATE)}, got {emulate!r}")
         self.emulate = emulate
+        # exact actors at each ray's own time; the Gazebo emulation's GPU rays do not move them
+        self.moves_actors = emulate is None
 
     def engine_version(self) -> str | None:
         from simconform import __version__
@@ -65,6 +67,7 @@ class ReferenceBackend(SensorBackend):
         self.world = world
         self.spec = spec
         self.scene = Scene(world)
+        self._moving: dict[int, object] = {}  # MovingScene per motion start (actors' t = 0)
         self.mounts = {
             n: Pose.from_xyz_rpy(s.mount.xyz, s.mount.rpy) for n, s in spec.sensors.items()
         }
@@ -77,12 +80,22 @@ class ReferenceBackend(SensorBackend):
             for n, s in spec.sensors.items()
             if isinstance(s, CameraSpec)
         }
-        self._reflectivity = np.array([o.reflectivity for o in world.objects] + [0.0])
+        shapes = [*world.objects, *(a.shape for a in world.actors)]
+        self._reflectivity = np.array([o.reflectivity for o in shapes] + [0.0])
         self._gpu_rays: dict = {}  # emulate="gazebo": per lidar, built at its first sweep
-        self._albedo = np.array([o.color for o in world.objects] + [world.sky_color])
+        self._albedo = np.array([o.color for o in shapes] + [world.sky_color])
         self._albedo255 = (self._albedo * 255).astype(np.float32)
         light = np.asarray(world.light.direction, dtype=float)
         self._to_light = (-light / np.linalg.norm(light)).astype(np.float32)
+
+    def moving(self, motion: Motion):
+        """The scene with the actors, their waypoint times counted from the motion's start."""
+        from simconform.actors import MovingScene
+
+        start = int(motion.start_ns)
+        if start not in self._moving:
+            self._moving[start] = MovingScene(self.world, start, self.scene)
+        return self._moving[start]
 
     def capture(self, sensor: str, t_ns: int, motion: Motion) -> TruthSample:
         s = self.spec.sensors[sensor]
@@ -121,11 +134,14 @@ class ReferenceBackend(SensorBackend):
         if self.emulate == "gazebo":
             return self._gpu_lidar(name, s, t_ns, motion)
 
-        def cast(origins, d_world, max_range):
+        scene = self.moving(motion)
+
+        def cast(origins, d_world, max_range, times):
             rings, cols = d_world.shape[:2]
             o = origins if origins.ndim == 3 else origins[None, :, :]
             o = np.broadcast_to(o, (rings, cols, 3)).reshape(-1, 3)
-            hits = self.scene.cast(o, d_world.reshape(-1, 3), 0.0, max_range)
+            t = np.broadcast_to(times if times.ndim == 2 else times[None, :], (rings, cols))
+            hits = scene.cast(o, d_world.reshape(-1, 3), 0.0, max_range, t.reshape(-1))
             return (
                 hits.dist.reshape(rings, cols),
                 hits.normal.reshape(rings, cols, 3),
@@ -177,6 +193,7 @@ class ReferenceBackend(SensorBackend):
         poses = motion.pose_at(row_ns).compose(self.mounts[name])  # one pose per row
         rot = poses.rot.as_matrix()
         light = self.world.light
+        scene = self.moving(motion)
         image = np.empty((h, w, 3), dtype=np.uint8)
         depth = np.empty((h, w), dtype=np.float32) if s.depth else None
         band = max(1, 65536 // w)
@@ -188,7 +205,8 @@ class ReferenceBackend(SensorBackend):
             else:
                 origin = np.repeat(poses.t[r0:r1], w, axis=0)
                 d = np.einsum("rij,rcj->rci", rot[r0:r1], rays[r0:r1]).reshape(-1, 3)
-            hits = self.scene.cast(origin, d)
+            times = row_ns[0] if s.shutter == "global" else np.repeat(row_ns[r0:r1], w)
+            hits = scene.cast(origin, d, 0.0, np.inf, times)
             if self.emulate == "gazebo":  # sRGB of ogre2's PBS shading (adapters/shading.py)
                 z = hits.dist * rays[r0:r1, :, 0].reshape(-1)
                 unseen = gazebo_unseen(self.world, hits.index, origin, d, hits.dist, z)

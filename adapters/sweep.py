@@ -3,7 +3,8 @@ organized cloud with each point in the sensor frame at its own time (as drivers 
 ray directions for along-ray noise, intensity, and the sweep's motion for deskewing.
 
 A backend supplies only `cast`: origins (C, 3) one per column (or (R, C, 3) one per ray),
-world directions (R, C, 3) and the maximum range, returning distance (R, C; inf on a miss),
+world directions (R, C, 3), the maximum range and the absolute times (ns) of the origins (C,)
+or (R, C) (where moving actors are), returning distance (R, C; inf on a miss),
 the hit's unit normal (R, C, 3) and the world object index (R, C; -1 on a miss). Keeping the
 rest here means backends differ only in their geometry, which is exactly what a
 cross-simulator comparison should see.
@@ -19,7 +20,9 @@ from simconform.adapters.base import LidarTruth, Motion
 from simconform.frames import Pose
 from simconform.spec import LidarSpec
 
-Cast = Callable[[np.ndarray, np.ndarray, float], tuple[np.ndarray, np.ndarray, np.ndarray]]
+Cast = Callable[
+    [np.ndarray, np.ndarray, float, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]
+]
 
 
 def lidar_sweep(
@@ -48,6 +51,7 @@ def lidar_sweep(
         d_world = np.einsum("cij,rcj->rci", rot, local)
         origins = sensor.t
         t_offset = np.broadcast_to(offsets[None, :], (rings, cols)).astype(np.float32)
+        times = col_ns
         start = sensor[0].inverse()
         rel = start.compose(sensor)  # each column's pose in the frame at sweep start
         column_motion = None if s.shutter == "global" else (rel.rot.as_matrix(), rel.t)
@@ -59,7 +63,8 @@ def lidar_sweep(
         origins = sensor.t.reshape(rings, cols, 3)
         t_offset = ((t - t_ns) * 1e-9).astype(np.float32)
         column_motion = None
-    dist, normal, index = cast(origins, d_world, s.range.max)
+        times = t
+    dist, normal, index = cast(origins, d_world, s.range.max, times)
     valid = np.isfinite(dist) & (dist >= s.range.min) & (dist <= s.range.max)
     ranges = np.where(valid, dist, np.nan)
     cos_inc = np.abs(np.einsum("rci,rci->rc", np.nan_to_num(normal), d_world))
@@ -71,4 +76,5 @@ def lidar_sweep(
         intensity=intensity.astype(np.float32),
         t_offset=t_offset,
         column_motion=column_motion,
+        objects=np.where(valid, index, -1).astype(np.int32),
     )

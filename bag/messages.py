@@ -7,12 +7,30 @@ Lidar clouds are written in bag/cloud.py, in the layout of the driver the spec n
 from __future__ import annotations
 
 import numpy as np
-from rosbags.typesys import Stores, get_typestore
+from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
 from simconform.adapters.base import ImuTruth, OdomTruth
 from simconform.frames import Pose
 
 TYPESTORE = get_typestore(Stores.ROS2_JAZZY)
+# vision_msgs (ROS 2, 4.x) is not in rosbags' store: its definitions, field for field, so that
+# /truth/objects is written (and embedded in MCAP) as the package defines it
+_VISION_MSGS = {
+    "vision_msgs/msg/ObjectHypothesis": "string class_id\nfloat64 score\n",
+    "vision_msgs/msg/ObjectHypothesisWithPose": (
+        "vision_msgs/ObjectHypothesis hypothesis\ngeometry_msgs/PoseWithCovariance pose\n"
+    ),
+    "vision_msgs/msg/BoundingBox3D": "geometry_msgs/Pose center\ngeometry_msgs/Vector3 size\n",
+    "vision_msgs/msg/Detection3D": (
+        "std_msgs/Header header\nvision_msgs/ObjectHypothesisWithPose[] results\n"
+        "vision_msgs/BoundingBox3D bbox\nstring id\n"
+    ),
+    "vision_msgs/msg/Detection3DArray": (
+        "std_msgs/Header header\nvision_msgs/Detection3D[] detections\n"
+    ),
+}
+for _name, _text in _VISION_MSGS.items():
+    TYPESTORE.register(get_types_from_msg(_text, _name))
 T = TYPESTORE.types
 
 POINTCLOUD2 = "sensor_msgs/msg/PointCloud2"
@@ -23,6 +41,8 @@ TFMESSAGE = "tf2_msgs/msg/TFMessage"
 IMAGE = "sensor_msgs/msg/Image"
 COMPRESSED = "sensor_msgs/msg/CompressedImage"
 CAMERA_INFO = "sensor_msgs/msg/CameraInfo"
+DETECTIONS = "vision_msgs/msg/Detection3DArray"
+COUNTS = "std_msgs/msg/UInt32MultiArray"
 
 
 def serialize(msg, typename: str) -> bytes:

@@ -1,9 +1,9 @@
 """Ground-truth 3D boxes of a world's bounded objects, and the dataset category of each.
 
 A box, a cylinder and a sphere each have an exact oriented bounding box (a cylinder's axis is
-its local z). Planes are unbounded and meshes have no box of their own in the world file, so
-neither is annotated. The world is static today; `ObjectSource.at(t)` is the one place a
-box list per instant is made, so moving actors (issue 19, item 4) add their boxes there.
+its local z); simconform/actors.py makes them. Planes are unbounded and static meshes have no
+box of their own in the world file, so neither is annotated. Moving actors (world.actors) get
+their box where they are at each instant, a mesh actor the box of its triangles.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial.transform import Rotation
 
+from simconform.actors import ActorSet, shape_box
 from simconform.world import Box, Cylinder, Sphere, World
 
 # A world object's `class` -> nuScenes category (the 23 detection categories of nuScenes v1.0).
@@ -53,11 +54,15 @@ def category(class_name: str | None) -> str:
     return NUSCENES_CATEGORY.get(class_name.lower(), f"static_object.{class_name}")
 
 
-def attribute(cat: str) -> str | None:
-    """The attribute of a still object of this category (nuScenes: vehicles are parked)."""
+MOVING = {"vehicle": "vehicle.moving", "human": "pedestrian.moving"}
+
+
+def attribute(cat: str, moving: bool = False) -> str | None:
+    """The nuScenes attribute of an object of this category: still objects are parked (or
+    standing), actors are moving (a moving cycle has a rider)."""
     if cat in CYCLES:
-        return "cycle.without_rider"
-    return PARKED.get(cat.split(".")[0])
+        return "cycle.with_rider" if moving else "cycle.without_rider"
+    return (MOVING if moving else PARKED).get(cat.split(".")[0])
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,7 @@ class ObjectBox:
     center: np.ndarray  # (3,) map frame
     size_lwh: np.ndarray  # (3,) along the box's own x, y, z
     rot: Rotation  # box frame -> map frame
+    moving: bool = False  # an actor
 
     def wlh(self) -> list[float]:
         """nuScenes' size order: width (y), length (x), height (z)."""
@@ -79,27 +85,26 @@ class ObjectBox:
 
 
 class ObjectSource:
-    """The boxes of the world's bounded objects at any instant (static: always the same)."""
+    """The boxes of the world's bounded objects and actors at any instant; the actors'
+    waypoint times count from `start_ns`, the run's first instant."""
 
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: World, start_ns: int) -> None:
         self.boxes: list[ObjectBox] = []
         for i, o in enumerate(world.objects):
-            key = o.name or f"object_{i}"
-            if isinstance(o, Box):
-                size, rot = np.array(o.size), Rotation.from_euler("xyz", o.rpy)
-            elif isinstance(o, Cylinder):
-                d = 2 * o.radius
-                size, rot = np.array([d, d, o.length]), Rotation.from_euler("xyz", o.rpy)
-            elif isinstance(o, Sphere):
-                size, rot = np.full(3, 2 * o.radius), Rotation.identity()
-            else:
-                continue
-            self.boxes.append(ObjectBox(key, category(o.class_), np.array(o.center), size, rot))
+            if isinstance(o, Box | Cylinder | Sphere):
+                b = shape_box(o)
+                key = o.name or f"object_{i}"
+                self.boxes.append(ObjectBox(key, category(o.class_), b.center, b.size, b.rot))
         self.radius = np.array([np.linalg.norm(b.size_lwh) / 2 for b in self.boxes])
         self.centers = np.array([b.center for b in self.boxes]).reshape(-1, 3)
+        self.actors = ActorSet(world, start_ns)
+        self.actor_keys = [(a.name, category(a.class_)) for a in world.actors]
 
     def at(self, t_ns: int, near: np.ndarray, within_m: float) -> list[ObjectBox]:
         """The boxes at t_ns whose extent comes within `within_m` of `near` (map frame)."""
-        del t_ns  # static world: the same boxes at every instant
         d = np.linalg.norm(self.centers - near, axis=1) - self.radius
-        return [b for b, di in zip(self.boxes, d) if di <= within_m]
+        out = [b for b, di in zip(self.boxes, d) if di <= within_m]
+        for (key, cat), b in zip(self.actor_keys, self.actors.boxes(t_ns)):
+            if np.linalg.norm(b.center - near) - np.linalg.norm(b.size) / 2 <= within_m:
+                out.append(ObjectBox(key, cat, b.center, b.size, b.rot, moving=True))
+        return out

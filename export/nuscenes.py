@@ -169,7 +169,7 @@ def _ego(db: Db, src: RunSource, channel: str, t_ns: int) -> str:
 def _lidar(db: Db, src: RunSource, out: Path, cal: dict, logfile: str, deskew: bool) -> list:
     folder = out / "samples" / LIDAR
     folder.mkdir(parents=True)
-    objects = ObjectSource(src.world)
+    objects = ObjectSource(src.world, int(src.manifest["start_ns"]))
     mount = src.mount(src.lidar)
     rows = []
     for c in src.clouds("end", deskew):
@@ -236,7 +236,7 @@ def _annotations(db: Db, lidar_rows: list, samples: list) -> int:
     per_instance: dict[str, list[tuple[dict, ObjectBox]]] = {}
     for r, s in zip(lidar_rows, samples):
         for b, n in r["_boxes"]:
-            attr = attribute(b.category)
+            attr = attribute(b.category, b.moving)
             row = db.add("sample_annotation", {
                 "token": db.token("sample_annotation", b.key, s["timestamp"]),
                 "sample_token": s["token"], "instance_token": db.token("instance", b.key),

@@ -27,6 +27,7 @@ from simconform.adapters.base import (
     SensorBackend,
 )
 from simconform.bag import messages
+from simconform.bag.objects import ObjectsRecorder, objects_lidar
 from simconform.bag.sensor_recorder import SensorRecorder
 from simconform.bag.writer import BagRecorder, TumWriter
 from simconform.budget import Estimate, estimate
@@ -171,6 +172,11 @@ def prepare(cfg: RunConfig) -> Prepared:
             f"the {cfg.backend} backend has no noise models of its own; only --backend "
             "gazebo supports --noise engine (use --noise pipeline)",
         )
+    if inp.world.actors and not backend.moves_actors:
+        from simconform.actors import refuse_actors
+
+        engine = cfg.backend + (f" --emulate {cfg.emulate}" if cfg.emulate else "")
+        refuse_actors(inp.world, engine)
     heavy = any(isinstance(s, LidarSpec | CameraSpec) for s in inp.spec.sensors.values())
     workers = cfg.jobs if cfg.jobs > 0 and backend.prefetch and heavy else 0
     est = estimate(inp.spec, inp.start_ns, inp.end_ns, workers, cfg.storage, cfg.emulate)
@@ -287,6 +293,11 @@ def _record(
             bag.connection(topic, kind)
     bag.connection("/tf", messages.TFMESSAGE)
     bag.connection("/tf_static", messages.TFMESSAGE, latched=True)
+    # /truth/objects follows the first lidar, where the world has anything to label
+    labelled = inp.world.actors or any(o.class_ for o in inp.world.objects)
+    lidar = objects_lidar(spec) if labelled else None
+    objects = ObjectsRecorder(inp.world, spec, lidar, bag, inp.start_ns) if lidar in names else None
+    objects_at = names.index(lidar) if objects is not None else -1
     ident = Pose.identity()
     static = [(inp.start_ns, "map", "odom", ident.t, ident.quat())]
     static += [
@@ -346,6 +357,9 @@ def _record(
                         break
                     published = pipelines[w].process(truth, t)
                     recorders[w].record(t, truth, published, xyz, q)
+                    if w == objects_at:
+                        log_ns = t + spec.sensors[lidar].stamp_offset_ns()
+                        objects.record(t, truth.objects, Pose.from_xyz_quat(xyz, q), log_ns)
                 bag.advance(t)
                 now = t + 1  # the recorded span [start, now) holds every event recorded so far
                 if bar is not None and i % 200 == 0:

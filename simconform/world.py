@@ -6,6 +6,7 @@ The map frame's origin is anchored to WGS84 by `origin`, which GNSS truth and th
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 from typing import Annotated, Literal
@@ -14,7 +15,7 @@ import numpy as np
 from pydantic import AfterValidator, ConfigDict, Field, PrivateAttr, field_validator
 
 from simconform.errors import UserError, load_yaml, validate
-from simconform.fields import Direction, Name, Rpy, Strict, Vec3
+from simconform.fields import Angle, Coord, Direction, Name, Rpy, Strict, Vec3
 
 Color = tuple[
     Annotated[float, Field(ge=0, le=1)],
@@ -107,6 +108,31 @@ class Mesh(_Primitive):
 
 
 Primitive = Annotated[Plane | Box | Cylinder | Sphere | Mesh, Field(discriminator="type")]
+Shape = Annotated[Box | Cylinder | Sphere | Mesh, Field(discriminator="type")]
+# one waypoint of an actor's path: t (s from the run's start), x, y, z (m, map), yaw (rad)
+Waypoint = tuple[Annotated[float, Field(ge=0, le=1e6)], Coord, Coord, Coord, Angle]
+
+
+class Actor(Strict):
+    """A rigid object moving along its own path: `shape` is given in the actor's frame, whose
+    pose at time t is the waypoints' linear interpolation (yaw the shorter way round), held at
+    the last waypoint afterwards, or repeated with `loop`."""
+
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+
+    name: Name
+    class_: ClassName | None = Field(None, alias="class", description="object class, optional")
+    shape: Shape
+    path: list[Waypoint] = Field(min_length=2, max_length=100000)
+    loop: bool = False
+
+    @field_validator("path")
+    @classmethod
+    def _increasing(cls, v: list) -> list:
+        t = [w[0] for w in v]
+        if any(b <= a for a, b in itertools.pairwise(t)):
+            raise ValueError("expected waypoint times (the first value) strictly increasing")
+        return v
 
 
 class World(Strict):
@@ -115,6 +141,7 @@ class World(Strict):
     sky_color: Color = (0.55, 0.7, 0.9)
     light: Light = Light()
     objects: list[Primitive] = Field(min_length=1)
+    actors: list[Actor] = Field(default_factory=list, max_length=1000)
 
     _source: Path | None = PrivateAttr(default=None)
     _meshes: dict[int, np.ndarray] = PrivateAttr(default_factory=dict)
@@ -124,8 +151,18 @@ class World(Strict):
         return self._source
 
     def mesh_triangles(self, index: int) -> np.ndarray:
-        """Triangles (M, 3, 3) of object `index` in the map frame, loaded once."""
+        """Triangles (M, 3, 3) of object `index` in the map frame, loaded once; an index past
+        the objects is an actor's mesh, in the actor's frame."""
         return self._meshes[index]
+
+    @field_validator("actors")
+    @classmethod
+    def _unique_actor_names(cls, v: list[Actor]) -> list[Actor]:
+        names = [a.name for a in v]
+        dup = next((n for n in names if names.count(n) > 1), None)
+        if dup is not None:
+            raise ValueError(f"expected unique actor names ({dup!r} repeats)")
+        return v
 
 
 def load_world(path: str | Path) -> World:
@@ -134,16 +171,19 @@ def load_world(path: str | Path) -> World:
     world._source = path.resolve()
     for i, obj in enumerate(world.objects):
         if isinstance(obj, Mesh):
-            world._meshes[i] = _load_mesh(path, i, obj)
+            world._meshes[i] = _load_mesh(path, f"objects.{i}.file", obj)
+    for a, actor in enumerate(world.actors):
+        if isinstance(actor.shape, Mesh):
+            field = f"actors.{a}.shape.file"
+            world._meshes[len(world.objects) + a] = _load_mesh(path, field, actor.shape)
     return world
 
 
-def _load_mesh(world_path: Path, index: int, obj: Mesh) -> np.ndarray:
+def _load_mesh(world_path: Path, field: str, obj: Mesh) -> np.ndarray:
     import trimesh
     from scipy.spatial.transform import Rotation
 
     mesh_path = (world_path.parent / obj.file).resolve()
-    field = f"objects.{index}.file"
     if not mesh_path.is_file():
         raise UserError(world_path, field, obj.file, "expected a mesh file relative to the world")
     try:  # unprocessed first: trimesh's processing silently drops faces on NaN/inf vertices

@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "simconform.raycast",
             "simconform.meshcast",
             "simconform.slab",
+            "simconform.actors",
             "simconform.registry",
             "simconform.demo",
             "simconform.provenance",

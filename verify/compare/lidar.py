@@ -16,28 +16,29 @@ class ObjectLabels:
     disagreement can be told per object. Needs the world and trajectory files unchanged."""
 
     def __init__(self, manifest: dict, spec: Spec, sensor: str) -> None:
+        from simconform.actors import MovingScene
         from simconform.frames import Pose
-        from simconform.raycast import Scene
         from simconform.verify.compare.explain.inputs import run_inputs
 
         self.world, self.motion = run_inputs(manifest)
-        self.scene = Scene(self.world)
+        self.scene = MovingScene(self.world, self.motion.start_ns)
         self.spec: LidarSpec = spec.sensors[sensor]
         s = self.spec
         self.mount = Pose.from_xyz_rpy(s.mount.xyz, s.mount.rpy)
         self.local = s.directions()
-        self.names = [o.name or f"object_{i}" for i, o in enumerate(self.world.objects)]
-        self.reflect = np.zeros(len(self.world.objects) + 1)
+        self.names = self.scene.names  # world objects, then actors
+        self.reflect = np.zeros(len(self.names) + 1)
 
     def labels(self, t_ns: int) -> np.ndarray:
         from simconform.adapters.sweep import lidar_sweep
 
         got: dict[str, np.ndarray] = {}
 
-        def cast(origins, d_world, max_range):
+        def cast(origins, d_world, max_range, times):
             rings, cols = d_world.shape[:2]
             o = np.broadcast_to(origins[None, :, :], (rings, cols, 3)).reshape(-1, 3)
-            hits = self.scene.cast(o, d_world.reshape(-1, 3), 0.0, max_range)
+            t = np.broadcast_to(times[None, :], (rings, cols)).reshape(-1)
+            hits = self.scene.cast(o, d_world.reshape(-1, 3), 0.0, max_range, t)
             got["index"] = hits.index.reshape(rings, cols)
             return (
                 hits.dist.reshape(rings, cols),
