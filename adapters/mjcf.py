@@ -6,7 +6,8 @@ placement must match `simconform.world` exactly:
 - plane: `type="plane"` with size "0 0 1" (infinite), its local +z turned onto the normal;
 - box / cylinder: MuJoCo sizes are half sizes (cylinder: "radius half_length");
 - mesh: an inline `<mesh>` asset from `World.mesh_triangles`, already in the map frame, so its
-  geom sits at the identity pose.
+  geom sits at the identity pose;
+- actor: a mocap body per actor, moved by the backend, with the actor's shape as its geom.
 
 Known differences from the exact reference geometry (`simconform.raycast`):
 
@@ -79,52 +80,31 @@ def geom_names(world: World) -> list[str]:
     return names
 
 
+def actor_body(a: int) -> str:
+    """The mocap body that carries actor a."""
+    return f"simconform_actor{a}"
+
+
 def world_to_mjcf(world: World, extra_bodies: str = "") -> str:
-    """MJCF XML for `world`; `extra_bodies` (XML) is appended inside the worldbody."""
+    """MJCF XML for `world`; `extra_bodies` (XML) is appended inside the worldbody.
+
+    Each actor becomes a mocap body (`actor_body`) holding its shape as one geom; the backend
+    moves it to the actor's pose before each ray batch and frame."""
     names = geom_names(world)
     assets: list[str] = []
     geoms: list[str] = []
     for i, (obj, name) in enumerate(zip(world.objects, names, strict=True)):
-        rgba = vec3s((*obj.color, 1.0))  # alpha 0 would hide the geom from mj_ray
-        common = f"name={quoteattr(name)} rgba={quoteattr(rgba)}"
-        if isinstance(obj, Plane):
-            quat = quat_wxyz(_plane_rotation(obj.normal))
-            geoms.append(
-                f'<geom {common} type="plane" size="0 0 1" pos="{vec3s(obj.point)}" quat="{quat}"/>'
-            )
-        elif isinstance(obj, Box):
-            quat = quat_wxyz(Rotation.from_euler("xyz", obj.rpy))
-            half = vec3s(np.asarray(obj.size) / 2)
-            geoms.append(
-                f'<geom {common} type="box" size="{half}" pos="{vec3s(obj.center)}" quat="{quat}"/>'
-            )
-        elif isinstance(obj, Cylinder):
-            quat = quat_wxyz(Rotation.from_euler("xyz", obj.rpy))
-            size = vec3s((obj.radius, obj.length / 2))
-            geoms.append(
-                f'<geom {common} type="cylinder" size="{size}" pos="{vec3s(obj.center)}" '
-                f'quat="{quat}"/>'
-            )
-        elif isinstance(obj, Sphere):
-            size, pos = _num(obj.radius), vec3s(obj.center)
-            geoms.append(f'<geom {common} type="sphere" size="{size}" pos="{pos}"/>')
-        elif isinstance(obj, Mesh):
-            vert, face = _indexed(world.mesh_triangles(i))
-            flat = _is_flat(vert)
-            if len(vert) < 4:  # MuJoCo wants 4 vertices; an unused centroid changes no face
-                vert = np.vstack([vert, vert.mean(axis=0)])
-            mesh = f"mesh_{name}"
-            # "shell" inertia accepts open and flat meshes, which the reference also casts.
-            assets.append(
-                f'<mesh name={quoteattr(mesh)} inertia="shell" '
-                f'vertex="{vec3s(vert)}" face="{" ".join(map(str, face.ravel()))}"/>'
-            )
-            # A flat mesh has no convex hull, which MuJoCo needs only for collisions: keep it
-            # out of them, so that it compiles and is still seen by mj_ray.
-            nocollide = ' contype="0" conaffinity="0"' if flat else ""
-            geoms.append(f'<geom {common} type="mesh" mesh={quoteattr(mesh)}{nocollide}/>')
-        else:  # pragma: no cover - the World model admits no other type
-            raise TypeError(f"unsupported world object {type(obj).__name__}")
+        tri = world.mesh_triangles(i) if isinstance(obj, Mesh) else None
+        geoms.append(_geom(obj, name, tri, assets))
+    first = len(world.objects)
+    for a, actor in enumerate(world.actors):
+        name = f"actor{a}_{re.sub(r'[^A-Za-z0-9_]', '_', actor.name)}"
+        names.append(name)
+        tri = world.mesh_triangles(first + a) if isinstance(actor.shape, Mesh) else None
+        geom = _geom(actor.shape, name, tri, assets)
+        if "contype" not in geom:  # an actor is only seen, never collided with
+            geom = geom.replace("<geom ", '<geom contype="0" conaffinity="0" ', 1)
+        geoms.append(f'<body name="{actor_body(a)}" mocap="true">{geom}</body>')
     asset = "  <asset>\n" + "".join(f"    {a}\n" for a in assets) + "  </asset>\n"
     body = "\n".join(f"    {g}" for g in geoms)
     return (
@@ -136,6 +116,46 @@ def world_to_mjcf(world: World, extra_bodies: str = "") -> str:
         f"  <worldbody>\n{body}\n{extra_bodies}\n  </worldbody>\n"
         "</mujoco>\n"
     )
+
+
+def _geom(obj, name: str, tri: np.ndarray | None, assets: list[str]) -> str:
+    """One geom for a world object (or an actor's shape, in its body's frame); a mesh also
+    adds its asset to `assets`."""
+    rgba = vec3s((*obj.color, 1.0))  # alpha 0 would hide the geom from mj_ray
+    common = f"name={quoteattr(name)} rgba={quoteattr(rgba)}"
+    if isinstance(obj, Plane):
+        quat = quat_wxyz(_plane_rotation(obj.normal))
+        return f'<geom {common} type="plane" size="0 0 1" pos="{vec3s(obj.point)}" quat="{quat}"/>'
+    if isinstance(obj, Box):
+        quat = quat_wxyz(Rotation.from_euler("xyz", obj.rpy))
+        half = vec3s(np.asarray(obj.size) / 2)
+        return f'<geom {common} type="box" size="{half}" pos="{vec3s(obj.center)}" quat="{quat}"/>'
+    if isinstance(obj, Cylinder):
+        quat = quat_wxyz(Rotation.from_euler("xyz", obj.rpy))
+        size = vec3s((obj.radius, obj.length / 2))
+        return (
+            f'<geom {common} type="cylinder" size="{size}" pos="{vec3s(obj.center)}" '
+            f'quat="{quat}"/>'
+        )
+    if isinstance(obj, Sphere):
+        size, pos = _num(obj.radius), vec3s(obj.center)
+        return f'<geom {common} type="sphere" size="{size}" pos="{pos}"/>'
+    if isinstance(obj, Mesh) and tri is not None:
+        vert, face = _indexed(tri)
+        flat = _is_flat(vert)
+        if len(vert) < 4:  # MuJoCo wants 4 vertices; an unused centroid changes no face
+            vert = np.vstack([vert, vert.mean(axis=0)])
+        mesh = f"mesh_{name}"
+        # "shell" inertia accepts open and flat meshes, which the reference also casts.
+        assets.append(
+            f'<mesh name={quoteattr(mesh)} inertia="shell" '
+            f'vertex="{vec3s(vert)}" face="{" ".join(map(str, face.ravel()))}"/>'
+        )
+        # A flat mesh has no convex hull, which MuJoCo needs only for collisions: keep it
+        # out of them, so that it compiles and is still seen by mj_ray.
+        nocollide = ' contype="0" conaffinity="0"' if flat else ""
+        return f'<geom {common} type="mesh" mesh={quoteattr(mesh)}{nocollide}/>'
+    raise TypeError(f"unsupported world object {type(obj).__name__}")  # pragma: no cover
 
 
 def _indexed(tri: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -24,6 +24,7 @@ import os
 import numpy as np
 from scipy.spatial.transform import Rotation
 
+from simconform.actors import ActorSet
 from simconform.adapters.base import (
     BackendUnavailable,
     CameraTruth,
@@ -35,7 +36,13 @@ from simconform.adapters.base import (
     SensorBackend,
     TruthSample,
 )
-from simconform.adapters.mjcf import geom_object_index, quat_wxyz, vec3s, world_to_mjcf
+from simconform.adapters.mjcf import (
+    actor_body,
+    geom_object_index,
+    quat_wxyz,
+    vec3s,
+    world_to_mjcf,
+)
 from simconform.adapters.sweep import lidar_sweep
 from simconform.frames import Pose
 from simconform.spec import CameraSpec, GnssSpec, ImuSpec, LidarSpec, OdomSpec, Spec
@@ -71,6 +78,8 @@ def _xyzw(wxyz: np.ndarray) -> np.ndarray:
 
 class MujocoBackend(SensorBackend):
     name = "mujoco"
+    # actors are mocap bodies moved to each lidar column's time and each frame's time
+    moves_actors = True
 
     def engine_version(self) -> str | None:
         return f"MuJoCo {self.mj.__version__}"
@@ -106,7 +115,17 @@ class MujocoBackend(SensorBackend):
         self.body = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, "simconform_vehicle")
         obj = geom_object_index(self.model)
         self.geom_object = np.append(obj, -1)  # index -1 (no hit) maps to -1
-        self.reflectivity = np.array([o.reflectivity for o in world.objects] + [0.0])
+        shapes = [*world.objects, *(a.shape for a in world.actors)]
+        self.reflectivity = np.array([o.reflectivity for o in shapes] + [0.0])
+        self.mocap = [
+            int(
+                self.model.body_mocapid[
+                    mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, actor_body(a))
+                ]
+            )
+            for a in range(len(world.actors))
+        ]
+        self._actors: dict[int, ActorSet] = {}  # per motion start (the actors' t = 0)
         self.dirs = {n: s.directions() for n, s in spec.sensors.items() if isinstance(s, LidarSpec)}
         self.sensor_adr = {}
         for n, s in spec.sensors.items():
@@ -232,11 +251,25 @@ class MujocoBackend(SensorBackend):
             return OdomTruth(x=float(p[0]), y=float(p[1]), yaw=float(yaw))
         raise TypeError(f"mujoco backend has no sensor type {type(s).__name__}")
 
+    def _place_actors(self, t_ns: int, motion: Motion) -> None:
+        """Move every actor's mocap body to where the actor is at t_ns (then kinematics, so
+        that mj_ray and the renderer see it there)."""
+        if not self.mocap:
+            return
+        start = int(motion.start_ns)
+        if start not in self._actors:
+            self._actors[start] = ActorSet(self.world, start)
+        actors = self._actors[start]
+        for a, mid in enumerate(self.mocap):
+            xyz, yaw = actors.pose(a, np.array([t_ns]))
+            self.data.mocap_pos[mid] = xyz[0]
+            self.data.mocap_quat[mid] = (np.cos(yaw[0] / 2), 0.0, 0.0, np.sin(yaw[0] / 2))
+        self.mj.mj_kinematics(self.model, self.data)
+
     def _lidar(self, name: str, s: LidarSpec, t_ns: int, motion: Motion) -> LidarTruth:
         mj, m, d = self.mj, self.model, self.data
 
         def cast(origins, d_world, max_range, times):
-            del times  # the world is static here: open() refuses actors
             rings, cols = d_world.shape[:2]
             dist = np.empty((rings, cols))
             geom = np.empty((rings, cols), dtype=np.int32)
@@ -244,6 +277,8 @@ class MujocoBackend(SensorBackend):
             same = s.shutter == "global"
             groups = [np.arange(cols)] if same else [[c] for c in range(cols)]
             for cols_ in groups:
+                # actors where they are at this column's time (a global shutter: one time)
+                self._place_actors(int(times[..., cols_[0]].flat[0]), motion)
                 vec = np.ascontiguousarray(d_world[:, cols_].transpose(1, 0, 2).reshape(-1))
                 n = len(vec) // 3
                 g = np.empty(n, dtype=np.int32)
@@ -310,6 +345,7 @@ class MujocoBackend(SensorBackend):
     def _camera(self, name: str, s: CameraSpec, t_ns: int, motion: Motion) -> CameraTruth:
         mj = self.mj
         self._set_pose(motion.pose_at(t_ns))
+        self._place_actors(t_ns, motion)
         mj.mj_forward(self.model, self.data)
         r = self.renderers[name]
         r.update_scene(self.data, camera=name)

@@ -184,6 +184,22 @@ def markdown(report: dict, plots: list[str]) -> str:
                 f"| {name} | {o['rays']} | {fmt(o['hit_disagreement'])} | "
                 f"{fmt(o['range_beyond_tolerance'])} | {fmt(o['range_diff_mean'])} |"
             )
+    for sensor, objs in report.get("objects", {}).items():
+        out += [
+            "",
+            f"## {sensor}: ground-truth objects (/truth/objects)",
+            "",
+            "Lidar points each engine put on each labelled object, summed over the paired "
+            "sweeps, and the largest offset between the two engines' boxes.",
+            "",
+            "| object | sweeps | points A | points B | sweeps with counts apart | box offset (m) |",
+            "|---|---|---|---|---|---|",
+        ]
+        for name, o in sorted(objs.items(), key=lambda kv: -kv[1]["count_disagreements"]):
+            out.append(
+                f"| {name} | {o['sweeps']} | {o['points_a']} | {o['points_b']} | "
+                f"{o['count_disagreements']} | {fmt(o['box_offset_max_m'])} |"
+            )
     for sensor, ex in report.get("explained", {}).items():
         out += explained_markdown(sensor, ex)
     if report["notes"]:

@@ -61,7 +61,7 @@ def compare_runs(cfg: CompareConfig) -> Comparison:
     for side, m in (("A", ma), ("B", mb)):
         if not m.get("complete", False):
             notes.append(f"run {side} is incomplete; compared over the captures both recorded")
-    truth, captures, breakdown, diffs = compare_truth(cfg, spec, origin, (ma, mb), notes)
+    truth, captures, breakdown, diffs, objects = compare_truth(cfg, spec, origin, (ma, mb), notes)
     span = mb if side == 1 else ma
     duration_s = (span["end_ns"] - span["start_ns"]) / 1e9
     level = tost_level(cfg.confidence)
@@ -97,6 +97,7 @@ def compare_runs(cfg: CompareConfig) -> Comparison:
         "truth": truth,
         "published": published,
         "breakdown": breakdown,
+        "objects": objects,
         "explained": {n: d.explained for n, d in diffs.items() if hasattr(d, "explained")},
         "notes": notes,
         "verdict": overall([truth, published]),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from simconform.bag.objects import objects_lidar
 from simconform.errors import UserError
 from simconform.progress import progress_bar
 from simconform.spec import CameraSpec, LidarSpec, Spec
@@ -18,6 +19,7 @@ from simconform.verify.compare.lidar import (
     explained_metrics,
     gazebo_explainer,
 )
+from simconform.verify.compare.objects import compare_objects
 from simconform.verify.compare.streams import paired_truth
 from simconform.verify.compare.vector import VectorTruthDiff
 from simconform.world import Origin
@@ -26,7 +28,8 @@ from simconform.world import Origin
 def compare_truth(
     cfg: CompareConfig, spec: Spec, origin: Origin, manifests: tuple[dict, dict], notes: list
 ):
-    """Engine truth of A against B: (metrics per sensor, pairing counts, breakdown, artifacts)."""
+    """Engine truth of A against B: (metrics per sensor, pairing counts, breakdown, artifacts,
+    per-object ground truth rows)."""
     diffs: dict[str, Any] = {}
     labels_note = None
     for name, s in spec.sensors.items():
@@ -98,4 +101,12 @@ def compare_truth(
             truth[n].update(explained_metrics(d.explained))
     breakdown = {n: d.breakdown() for n, d in diffs.items() if isinstance(d, LidarTruthDiff)}
     breakdown = {n: b for n, b in breakdown.items() if b}
-    return truth, captures, breakdown, diffs
+    objects: dict = {}
+    lidar = objects_lidar(spec)
+    if lidar is not None:
+        bags = Path(cfg.run_a) / "bag", Path(cfg.run_b) / "bag"
+        got = compare_objects(*bags, cfg.range_tolerance, cfg.hit_agreement_min)
+        if got is not None:
+            truth[lidar].update(got[0])
+            objects = {lidar: got[1]}
+    return truth, captures, breakdown, diffs, objects
