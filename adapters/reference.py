@@ -44,6 +44,8 @@ class ReferenceBackend(SensorBackend):
     # along the nominal rays, intensity the visual's laser_retro (adapters/gazebo/gpu_rays.py);
     # the camera's sRGB PBS colours (adapters/shading.py)
     emulate: str | None = None
+    # exact actors at each ray's own time (emulating Gazebo: at the sweep's one instant)
+    moves_actors = True
 
     def __init__(self, emulate: str | None = None) -> None:
         from simconform.registry import EMULATE
@@ -51,8 +53,6 @@ class ReferenceBackend(SensorBackend):
         if emulate not in (None, *EMULATE):
             raise ValueError(f"emulate must be None or one of {tuple(EMULATE)}, got {emulate!r}")
         self.emulate = emulate
-        # exact actors at each ray's own time; the Gazebo emulation's GPU rays do not move them
-        self.moves_actors = emulate is None
 
     def engine_version(self) -> str | None:
         from simconform import __version__
@@ -159,7 +159,7 @@ class ReferenceBackend(SensorBackend):
         if name not in self._gpu_rays:
             self._gpu_rays[name] = gpu_rays.texel_directions(s)
         r, _cos, index = gpu_rays.emulate_sweep(
-            self.scene, s, self.mounts[name], self._gpu_rays[name], t_ns, motion
+            self.moving(motion), s, self.mounts[name], self._gpu_rays[name], t_ns, motion
         )
         nominal = self._dirs[name]
         ok = np.isfinite(r)

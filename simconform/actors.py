@@ -19,6 +19,10 @@ from scipy.spatial.transform import Rotation
 from simconform.raycast import Hits, Scene
 from simconform.world import Actor, Box, Cylinder, Mesh, Sphere, World
 
+# a return this close to an actor's box counts for the actor where the engine names no object
+# (Gazebo's gpu_lidar): the range tolerance compare allows, twice
+LABEL_MARGIN_M = 0.02
+
 
 @dataclass(frozen=True)
 class ShapeBox:
@@ -95,6 +99,18 @@ class ActorSet:
             turn = Rotation.from_euler("z", yaw[0])
             out.append(ShapeBox(turn.apply(local.center) + xyz[0], local.size, turn * local.rot))
         return out
+
+    def label(self, t_ns: int, points_map: np.ndarray, margin_m: float) -> np.ndarray:
+        """(N,) int32: for each point (map frame, NaN rows for no return) the index of the actor
+        whose box at t_ns, grown by margin_m, holds it (len(world.objects) + a), else -1: how a
+        return is attributed when the engine names no object (Gazebo's gpu_lidar)."""
+        labels = np.full(len(points_map), -1, dtype=np.int32)
+        ok = np.all(np.isfinite(points_map), axis=1)
+        for a, box in enumerate(self.boxes(t_ns)):
+            local = box.rot.inv().apply(np.nan_to_num(points_map) - box.center)
+            inside = ok & np.all(np.abs(local) <= box.size / 2 + margin_m, axis=1)
+            labels[inside] = self.first + a
+        return labels
 
     def cast(
         self,

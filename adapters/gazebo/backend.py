@@ -42,6 +42,7 @@ from scipy.spatial.transform import Rotation
 from simconform.adapters.base import (
     BackendUnavailable,
     EngineError,
+    LidarTruth,
     Motion,
     OdomTruth,
     SensorBackend,
@@ -54,6 +55,7 @@ from simconform.adapters.gazebo.sdf import (
     PHYSICS_STEP_S,
     VEHICLE_INERTIA,
     VEHICLE_MASS,
+    actor_model,
     depth_topic,
     gz_topic,
     twin_topic,
@@ -96,6 +98,9 @@ class GazeboBackend(SensorBackend):
     prefetch = False  # one server steps one timeline; `--jobs` would start a server per worker
     run_outputs = ("gazebo/",)  # the SDF that ran and the server's log (_keep_dir)
     supports_engine_noise = True
+    # actors are models the driver system moves every physics step (driver_system.py); a
+    # gpu_lidar return names no object, so returns are labelled by the actor box they lie in
+    moves_actors = True
     engine_seed: int | None = None  # set by use_engine_noise: Gazebo applies the spec's noise
 
     def use_engine_noise(self, seed: int) -> None:
@@ -152,6 +157,7 @@ class GazeboBackend(SensorBackend):
         self.h_ns = round(NS / imus[0].rate_hz) if imus else 10 * STEP_NS
         self.imu_mount = Pose.from_xyz_rpy(imus[0].mount.xyz, imus[0].mount.rpy) if imus else None
         self.max_pose_error = (0.0, 0.0)
+        self._actor_sets: dict[int, object] = {}  # ActorSet per motion start
 
     # ------------------------------------------------------------------ starting
 
@@ -186,6 +192,8 @@ class GazeboBackend(SensorBackend):
             driver_system.TABLE_ENV: str(self._table_path),
             "GZ_SIM_SYSTEM_PLUGIN_PATH": plugin_path,
         }
+        if self.world.actors:
+            env[driver_system.ACTORS_ENV] = str(self._write_actors(motion))
         seed = None if self.engine_seed is None else gz_seed(self.engine_seed)
         self.session = GzSession(
             self.sdf_path, self.world.name, env, seed=seed, log_path=self._keep_dir("server.log")
@@ -201,6 +209,20 @@ class GazeboBackend(SensorBackend):
             self.session.subscribe(topic, image)
         pose = importlib.import_module("gz.msgs10.pose_pb2").Pose
         self.session.subscribe(driver_system.POSE_TOPIC, pose)
+
+    def _write_actors(self, motion: Motion) -> Path:
+        """The actors' file driver_system.py reads: paths with unwrapped yaw, run time at sim 0."""
+        import json
+
+        actors = []
+        for a, actor in enumerate(self.world.actors):
+            path = np.asarray(actor.path, dtype=float)
+            path[:, 4] = np.unwrap(path[:, 4])
+            actors.append({"model": actor_model(a), "path": path.tolist(), "loop": actor.loop})
+        out = self.tmp / "actors.json"
+        at0 = (self.t0 - motion.start_ns) / NS
+        out.write_text(json.dumps({"t_at_sim0_s": at0, "actors": actors}))
+        return out
 
     def _extend_table(self, upto_step: int) -> None:
         """Append drive rows so the table covers at least steps 1..upto_step."""
@@ -294,12 +316,28 @@ class GazeboBackend(SensorBackend):
             return OdomTruth(x=float(xyz[0]), y=float(xyz[1]), yaw=float(yaw))
         raw = self.session.wait_for(self.topics[sensor], t_ns - self.t0)
         if sensor not in self.truth_topics:
-            return self._decode(sensor, raw, t_ns)
+            return self._label(sensor, self._decode(sensor, raw, t_ns), t_ns, motion)
         # --noise engine: truth from the noiseless twin, the noisy sensor's output beside it
         truth = self._decode(
             sensor, self.session.wait_for(self.truth_topics[sensor], t_ns - self.t0), t_ns
         )
         truth.engine = self._decode(sensor, raw, t_ns, depth=False)
+        return self._label(sensor, truth, t_ns, motion)
+
+    def _label(self, sensor: str, truth: TruthSample, t_ns: int, motion: Motion) -> TruthSample:
+        """A lidar sweep's returns inside an actor's box (2 cm margin, gpu_lidar's one instant)
+        get that actor's index in `objects`; every other return -1 (static objects unnamed)."""
+        if not isinstance(truth, LidarTruth) or not self.world.actors:
+            return truth
+        from simconform.actors import LABEL_MARGIN_M, ActorSet
+
+        if motion.start_ns not in self._actor_sets:
+            self._actor_sets[motion.start_ns] = ActorSet(self.world, motion.start_ns)
+        m = self.spec.sensors[sensor].mount
+        sensor_pose = motion.pose_at(t_ns).compose(Pose.from_xyz_rpy(m.xyz, m.rpy))
+        pts = sensor_pose.apply(truth.points.reshape(-1, 3))
+        labels = self._actor_sets[motion.start_ns].label(t_ns, pts, LABEL_MARGIN_M)
+        truth.objects = labels.reshape(truth.ranges.shape)
         return truth
 
     def _decode(self, sensor: str, raw: bytes, t_ns: int, depth: bool = True) -> TruthSample:

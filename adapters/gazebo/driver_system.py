@@ -21,6 +21,10 @@ IMU system then reads the engine's acceleration and angular velocity. In PostUpd
 steps the table marks, the link's pose is published (gz.msgs.Pose, stamped with sim time) on
 POSE_TOPIC: the backend checks the vehicle is where it should be, and reads odometry from it.
 
+Actors (world.actors, moved models from sdf.py): in PreUpdate each one's model pose is set to
+the actor's pose at the step's end time (linear between waypoints, as simconform/actors.py),
+so a sensor rendering after the step sees it where the reference casts it.
+
 Table file (little-endian float64, NCOL per row): a header row [TABLE_MAGIC, NCOL, step_ns,
 0...], then one row per physics step, row k (1-based) for the step ending at k * step_ns.
 """
@@ -28,6 +32,9 @@ Table file (little-endian float64, NCOL per row): a header row [TABLE_MAGIC, NCO
 from __future__ import annotations
 
 import array
+import bisect
+import json
+import math
 import os
 import sys
 from datetime import timedelta
@@ -42,6 +49,9 @@ COLUMNS = (
 NCOL = len(COLUMNS)
 TABLE_MAGIC = 7.0e7 + 20261202.0  # marks a simconform drive table, format 1
 TABLE_ENV = "SIMCONFORM_GZ_DRIVE"
+# JSON file of the world's actors: {"t_at_sim0_s": run time at sim 0, "actors": [{"model",
+# "path": [[t, x, y, z, yaw], ...], "loop"}]}; absent: no actors
+ACTORS_ENV = "SIMCONFORM_GZ_ACTORS"
 POSE_TOPIC = "/simconform/vehicle/pose"
 MODULE_NAME = "simconform_gz_driver"  # the name the backend copies this file to
 
@@ -79,6 +89,22 @@ class DriveTable:
         return self._read(k) if k >= 1 else None
 
 
+def actor_pose(path: list, loop: bool, t: float) -> tuple[float, float, float, float]:
+    """(x, y, z, yaw) at run time t (s): simconform/actors.py's interpolation, in pure Python
+    (waypoint yaws are unwrapped by the backend)."""
+    t0, t1 = path[0][0], path[-1][0]
+    if loop and t > t1:
+        t = t0 + math.fmod(t - t0, t1 - t0)
+    if t <= t0:
+        return tuple(path[0][1:5])
+    if t >= t1:
+        return tuple(path[-1][1:5])
+    k = bisect.bisect_right([w[0] for w in path], t)
+    a, b = path[k - 1], path[k]
+    u = (t - a[0]) / (b[0] - a[0])
+    return tuple(a[i] + u * (b[i] - a[i]) for i in range(1, 5))
+
+
 class VehicleDriver:
     """The system object PythonSystemLoader calls (configure, pre_update, post_update)."""
 
@@ -96,10 +122,31 @@ class VehicleDriver:
         self._Pose = Pose
         self.node = Node()
         self.pub = self.node.advertise(POSE_TOPIC, Pose)
+        self.actors: list = []
+        self.actor_models: list | None = None
+        if os.environ.get(ACTORS_ENV):
+            with open(os.environ[ACTORS_ENV]) as fh:
+                spec = json.load(fh)
+            self.t_at_sim0 = float(spec["t_at_sim0_s"])
+            self.actors = spec["actors"]
+
+    def _move_actors(self, info: Any, ecm: Any) -> None:
+        from gz.math7 import Pose3d
+        from gz.sim8 import Model, World, world_entity
+
+        if self.actor_models is None:  # the models exist once the world has loaded
+            world = World(world_entity(ecm))
+            self.actor_models = [Model(world.model_by_name(ecm, a["model"])) for a in self.actors]
+        t = info.sim_time / timedelta(seconds=1) + self.t_at_sim0
+        for a, model in zip(self.actors, self.actor_models):
+            x, y, z, yaw = actor_pose(a["path"], a["loop"], t)
+            model.set_world_pose_cmd(ecm, Pose3d(x, y, z, 0.0, 0.0, yaw))
 
     def pre_update(self, info: Any, ecm: Any) -> None:
         if info.paused:
             return
+        if self.actors:
+            self._move_actors(info, ecm)
         row = self.table.row(self.table.step_index(info.sim_time))
         if row is None:
             return

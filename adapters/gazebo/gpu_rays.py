@@ -144,9 +144,14 @@ def texel_directions(s: LidarSpec, addressing: str = "clamp") -> GpuRays:
 def cast_from_sensor(scene, s: LidarSpec, mount, dirs: np.ndarray, t_ns: int, motion):
     """Exact casts of sensor-frame directions (..., 3) from the sensor's pose at t_ns (one
     instant) up to range.max: (simconform.raycast Hits, flat, and the world directions (N, 3))."""
+    from simconform.actors import MovingScene
+
     pose = motion.pose_at(int(t_ns)).compose(mount)
     d = pose.rot.apply(dirs.reshape(-1, 3))
-    return scene.cast(np.broadcast_to(pose.t, d.shape), d, 0.0, s.range.max), d
+    o = np.broadcast_to(pose.t, d.shape)
+    if isinstance(scene, MovingScene):  # the actors where they are at that instant
+        return scene.cast(o, d, 0.0, s.range.max, int(t_ns)), d
+    return scene.cast(o, d, 0.0, s.range.max), d
 
 
 def emulate_sweep(

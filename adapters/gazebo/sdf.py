@@ -15,6 +15,8 @@ spherical_coordinates). Choices that matter for a fair comparison:
   Python system (driver_system.py, through gz-sim's PythonSystemLoader), which moves it with
   velocities and wrenches so Gazebo's IMU feels the motion (drive.py). Sensors sit at the
   spec's mounts, in the link frame.
+- Each actor is a non-static model (`actor_model`) of one link without collision or gravity,
+  its visual the actor's shape; the driver system sets its pose every physics step.
 - A camera with `depth: true` gets a second, `depth_camera` sensor at the same mount with the
   same geometry, publishing 32-bit float z-depth on <topic>/depth.
 - By default no Gazebo noise anywhere: no <noise> element is written (SDF's default noise type
@@ -42,7 +44,7 @@ import yaml
 
 from simconform.adapters.gazebo.noise import add_engine_noise, engine_noise_values
 from simconform.spec import CameraSpec, GnssSpec, ImuSpec, LidarSpec, Spec
-from simconform.world import Box, Cylinder, Mesh, Origin, Plane, Sphere, World
+from simconform.world import Actor, Box, Cylinder, Mesh, Origin, Plane, Sphere, World
 
 SDF_VERSION = "1.10"
 VEHICLE = "simconform_vehicle"
@@ -120,18 +122,28 @@ def model_names(world: World) -> list[str]:
 
 
 def mesh_files(world: World) -> dict[str, str]:
-    """Relative path -> OBJ text for every mesh object (map-frame vertices)."""
+    """Relative path -> OBJ text for every mesh object (map-frame vertices), then every mesh
+    actor (vertices in the actor's frame)."""
     out = {}
     for i, (obj, name) in enumerate(zip(world.objects, model_names(world))):
         if isinstance(obj, Mesh):
-            tri = world.mesh_triangles(i)
-            vert, inv = np.unique(tri.reshape(-1, 3), axis=0, return_inverse=True)
-            faces = inv.reshape(-1, 3) + 1
-            lines = [f"# {name}: world object {i}, map frame (ENU), metres"]
-            lines += [f"v {_vec(v)}" for v in vert]
-            lines += [f"f {a} {b} {c}" for a, b, c in faces]
-            out[f"meshes/{name}.obj"] = "\n".join(lines) + "\n"
+            what = f"{name}: world object {i}, map frame (ENU), metres"
+            out[f"meshes/{name}.obj"] = _obj_text(world.mesh_triangles(i), what)
+    for a, actor in enumerate(world.actors):
+        if isinstance(actor.shape, Mesh):
+            tri = world.mesh_triangles(len(world.objects) + a)
+            what = f"{actor.name}: actor {a}, the actor's frame, metres"
+            out[f"meshes/{actor_model(a)}.obj"] = _obj_text(tri, what)
     return out
+
+
+def _obj_text(tri: np.ndarray, what: str) -> str:
+    vert, inv = np.unique(tri.reshape(-1, 3), axis=0, return_inverse=True)
+    faces = inv.reshape(-1, 3) + 1
+    lines = [f"# {what}"]
+    lines += [f"v {_vec(v)}" for v in vert]
+    lines += [f"f {a} {b} {c}" for a, b, c in faces]
+    return "\n".join(lines) + "\n"
 
 
 def _object_model(world_el: ET.Element, obj, name: str, mesh_uri: str | None) -> None:
@@ -146,8 +158,37 @@ def _object_model(world_el: ET.Element, obj, name: str, mesh_uri: str | None) ->
     else:  # mesh vertices are already in the map frame
         pose = (0.0,) * 6
     _sub(model, "pose", _vec(pose))
+    _visual(_sub(model, "link", name="link"), obj, mesh_uri)
+
+
+def actor_model(a: int) -> str:
+    """Gazebo model name of actor a."""
+    return f"simconform_actor{a}"
+
+
+def _actor_model(world_el: ET.Element, a: int, actor: Actor, mesh_uri: str | None) -> None:
+    """A moved model: one link without collisions or gravity whose visual is the actor's shape
+    (at its pose in the actor's frame); the driver system (driver_system.py) sets the model's
+    pose on every physics step, so sensors render it where the actor is."""
+    model = _sub(world_el, "model", name=actor_model(a))
+    x, y, z = actor.path[0][1:4]
+    _sub(model, "pose", _vec((x, y, z, 0.0, 0.0, actor.path[0][4])))
     link = _sub(model, "link", name="link")
+    _sub(link, "gravity", "false")
+    shape = actor.shape
+    if isinstance(shape, Box | Cylinder):
+        pose = (*shape.center, *shape.rpy)
+    elif isinstance(shape, Sphere):
+        pose = (*shape.center, 0.0, 0.0, 0.0)
+    else:  # the mesh file's vertices are already in the actor's frame
+        pose = (0.0,) * 6
+    _visual(link, shape, mesh_uri, pose)
+
+
+def _visual(link: ET.Element, obj, mesh_uri: str | None, pose=None) -> None:
     visual = _sub(link, "visual", name="visual")
+    if pose is not None:
+        _sub(visual, "pose", _vec(pose))
     _sub(visual, "laser_retro", _num(obj.reflectivity))
     geom = _sub(visual, "geometry")
     if isinstance(obj, Plane):
@@ -309,6 +350,8 @@ def world_to_sdf(world: World, spec: Spec, driver: bool = False, engine_noise: b
     meshes = iter(mesh_files(world))
     for obj, name in zip(world.objects, model_names(world)):
         _object_model(w, obj, name, next(meshes) if isinstance(obj, Mesh) else None)
+    for a, actor in enumerate(world.actors):
+        _actor_model(w, a, actor, next(meshes) if isinstance(actor.shape, Mesh) else None)
     _vehicle(w, spec, driver, engine_noise, world.origin)
     ET.indent(root, "  ")
     return '<?xml version="1.0"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

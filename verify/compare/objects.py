@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from simconform.bag.objects import COUNTS_TOPIC, TOPIC
+from simconform.verify.compare.explain.lidar import MODEL_TARGET
 from simconform.verify.compare.verdicts import gated, informational, json_float
 
 ROW = ("sweeps", "points_a", "points_b", "count_disagreements", "box_offset_max_m")
@@ -56,8 +57,17 @@ def read_objects(bag: Path) -> dict[int, dict[str, tuple[int, np.ndarray, np.nda
     return out
 
 
-def compare_objects(bag_a: Path, bag_b: Path, tol_m: float, hit_min: float):
-    """(metrics, per-object rows), or None where either run has no /truth/objects."""
+def _agree(na: int, nb: int, hit_min: float) -> bool:
+    return abs(na - nb) <= max(1.0, (1.0 - hit_min) * max(na, nb))
+
+
+def compare_objects(bag_a: Path, bag_b: Path, tol_m: float, hit_min: float, explainer=None):
+    """(metrics, per-object rows), or None where either run has no /truth/objects.
+
+    With a Gazebo explainer (explain/lidar.py) the Gazebo side's actor counts are also checked
+    against the engine model's, attributed the same way, with the model's own target
+    (MODEL_TARGET): the raw counts differ by the engine's known approximations (global shutter,
+    texel-centre rays, tessellation), the model's by what is left."""
     a, b = read_objects(bag_a), read_objects(bag_b)
     if not a or not b:
         return None
@@ -71,7 +81,7 @@ def compare_objects(bag_a: Path, bag_b: Path, tol_m: float, hit_min: float):
         for key in sorted(set(oa) & set(ob)):
             (na, ca, sa), (nb, cb, sb) = oa[key], ob[key]
             box = float(max(np.linalg.norm(ca - cb), np.max(np.abs(sa - sb))))
-            ok = abs(na - nb) <= max(1.0, (1.0 - hit_min) * max(na, nb))
+            ok = _agree(na, nb, hit_min)
             pairs += 1
             agree += ok
             worst_box = max(worst_box, box)
@@ -85,10 +95,25 @@ def compare_objects(bag_a: Path, bag_b: Path, tol_m: float, hit_min: float):
         r["box_offset_max_m"] = json_float(r["box_offset_max_m"])
     if not pairs:
         return None
+    model_pairs = model_agree = 0
+    target = getattr(explainer, "target", MODEL_TARGET)
+    if explainer is not None and getattr(explainer, "actor_points", None):
+        gz = (a, b)[explainer.side]
+        for st, predicted in explainer.actor_points.items():
+            for key, n_model in predicted.items():
+                if key in gz.get(st, {}):
+                    n_gz = gz[st][key][0]
+                    model_pairs += 1
+                    model_agree += _agree(n_gz, n_model, target)
+                    rows[key]["points_model"] = rows[key].get("points_model", 0) + n_model
     metrics = {
         "objects_count_agreement": gated(agree / pairs, (hit_min, 1.0), "1", pairs),
         "objects_box_offset_max": gated(worst_box, (0.0, tol_m), "m", pairs),
         "objects_only_a": informational(only_a, "1", pairs),
         "objects_only_b": informational(only_b, "1", pairs),
     }
+    if model_pairs:
+        metrics["objects_count_agreement_model"] = gated(
+            model_agree / model_pairs, (target, 1.0), "1", model_pairs
+        )
     return metrics, rows

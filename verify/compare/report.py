@@ -190,15 +190,18 @@ def markdown(report: dict, plots: list[str]) -> str:
             f"## {sensor}: ground-truth objects (/truth/objects)",
             "",
             "Lidar points each engine put on each labelled object, summed over the paired "
-            "sweeps, and the largest offset between the two engines' boxes.",
+            "sweeps, and the largest offset between the two engines' boxes; with Gazebo, also "
+            "what its engine model predicts for Gazebo's side.",
             "",
-            "| object | sweeps | points A | points B | sweeps with counts apart | box offset (m) |",
-            "|---|---|---|---|---|---|",
+            "| object | sweeps | points A | points B | engine model | sweeps with counts apart "
+            "| box offset (m) |",
+            "|---|---|---|---|---|---|---|",
         ]
         for name, o in sorted(objs.items(), key=lambda kv: -kv[1]["count_disagreements"]):
             out.append(
                 f"| {name} | {o['sweeps']} | {o['points_a']} | {o['points_b']} | "
-                f"{o['count_disagreements']} | {fmt(o['box_offset_max_m'])} |"
+                f"{o.get('points_model', '-')} | {o['count_disagreements']} | "
+                f"{fmt(o['box_offset_max_m'])} |"
             )
     for sensor, ex in report.get("explained", {}).items():
         out += explained_markdown(sensor, ex)

@@ -105,7 +105,8 @@ def compare_truth(
     lidar = objects_lidar(spec)
     if lidar is not None:
         bags = Path(cfg.run_a) / "bag", Path(cfg.run_b) / "bag"
-        got = compare_objects(*bags, cfg.range_tolerance, cfg.hit_agreement_min)
+        explainer = getattr(diffs.get(lidar), "explainer", None)
+        got = compare_objects(*bags, cfg.range_tolerance, cfg.hit_agreement_min, explainer)
         if got is not None:
             truth[lidar].update(got[0])
             objects = {lidar: got[1]}

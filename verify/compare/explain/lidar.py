@@ -53,26 +53,27 @@ class GazeboLidarExplainer:
     (0: A, 1: B), so that the predicted difference is B - A as compare measures it."""
 
     def __init__(self, manifest: dict, spec: LidarSpec, side: int = 1) -> None:
+        from simconform.actors import MovingScene
         from simconform.adapters.gazebo import gpu_rays
         from simconform.frames import Pose
-        from simconform.raycast import Scene
         from simconform.verify.compare.explain.inputs import run_inputs
         from simconform.world import Cylinder, Sphere
 
         self.world, self.motion = run_inputs(manifest)
-        self.scene = Scene(self.world)
+        self.scene = MovingScene(self.world, self.motion.start_ns)  # actors at each sweep
         self.spec = spec
         self.mount = Pose.from_xyz_rpy(spec.mount.xyz, spec.mount.rpy)
         self.rays = gpu_rays.texel_directions(spec, "clamp")
         self.wrap = gpu_rays.texel_directions(spec, "wrap")
         self.gpu_rays = gpu_rays
-        self.names = [o.name or f"object_{i}" for i, o in enumerate(self.world.objects)]
+        self.names = self.scene.names
         # deepest point of a facet below the true surface: the middle of a chord between
         # segments (cylinder), the centre of a quad between segments and rings (sphere)
         half = math.pi / TESSELLATION_SEGMENTS
+        shapes = [*self.world.objects, *(a.shape for a in self.world.actors)]
         sag = {Cylinder: 1 - math.cos(half), Sphere: 1 - math.cos(half) * math.cos(half / 2)}
         self.sagitta = np.array(
-            [o.radius * sag[type(o)] if type(o) in sag else 0.0 for o in self.world.objects] + [0.0]
+            [o.radius * sag[type(o)] if type(o) in sag else 0.0 for o in shapes] + [0.0]
         )
         self.side = side
         self.counts = {c: 0 for c in CLASSES}
@@ -86,6 +87,7 @@ class GazeboLidarExplainer:
         self.nominal = spec.directions()
         self.pred: list[np.ndarray] = []
         self.pred_rays = self.pred_agree = 0
+        self.actor_points: dict[int, dict[str, int]] = {}  # stamp -> actor -> model's points
 
     def _neighbour_dirs(self) -> np.ndarray:
         """(4, rings, columns, 3) directions of the texel centres next to each ray's texel."""
@@ -116,6 +118,15 @@ class GazeboLidarExplainer:
         )
         if pb is not None:
             self._predict(r_em, other)
+        if self.world.actors:  # the model's points on each actor, attributed as Gazebo's are
+            from simconform.actors import LABEL_MARGIN_M
+
+            actors = self.scene.actors
+            pose = self.motion.pose_at(int(t_ns)).compose(self.mount)
+            pts = pose.apply((self.nominal * r_em[..., None]).reshape(-1, 3))
+            lab = actors.label(int(t_ns), pts, LABEL_MARGIN_M)
+            n = np.bincount(lab[lab >= 0] - actors.first, minlength=len(actors))
+            self.actor_points[int(t_ns)] = {a.name: int(k) for a, k in zip(self.world.actors, n)}
         fg, fe = np.isfinite(r_gz), np.isfinite(r_em)
         d = np.where(fg & fe, r_gz - r_em, 0.0)
         cls = np.full(r_gz.shape, "unexplained", dtype=object)
