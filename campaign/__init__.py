@@ -23,7 +23,8 @@ A campaign file::
       sigma2x: {noise_scale: 2.0}             # every noise sigma of every sensor times 2
       lidar5cm: {sensors.lidar.noise.range.sigma: 0.05}   # dotted path -> value
     worlds: [{world: ../worlds/demo.yaml, trajectory: ../worlds/demo.tum}]
-    duration: 5.0                             # s; default: the whole trajectory
+    duration: 5.0                             # s, or auto (planned per variant and world,
+                                              # as `run --duration auto`); default: whole
     interpolation: spline                     # or linear (`simconform run --interpolation`)
     confidence: 0.95
     localize: false                           # true: also `simconform localize` every cell

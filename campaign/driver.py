@@ -123,7 +123,13 @@ def _report(plan: Plan, out: Path, run: dict, cells: list, records: dict) -> dic
         "worlds": {
             s.name: {"world": str(s.world), "trajectory": str(s.trajectory)} for s in plan.scenes
         },
-        "duration_s": plan.duration,
+        "duration_s": None if plan.auto else plan.duration,
+        # duration: auto: the planned seconds per "variant/world"
+        **(
+            {"duration_auto_s": {f"{v}/{w}": t for (v, w), t in plan.auto.items()}}
+            if plan.auto
+            else {}
+        ),
         "confidence": plan.confidence,
         "storage": plan.storage,
         "interpolation": plan.interpolation,

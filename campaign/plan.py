@@ -12,7 +12,7 @@ import hashlib
 import json
 import os
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -70,7 +70,9 @@ class CampaignFile(Strict):
         default_factory=lambda: {"nominal": {}}, min_length=1
     )
     worlds: list[WorldEntry] | None = Field(default=None, min_length=1)
-    duration: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    # s, or "auto": per variant and world, the length at which every metric that can become
+    # conclusive PASSes with 80 % power for a conforming sensor (as `run --duration auto`)
+    duration: Annotated[float, Field(gt=0, allow_inf_nan=False)] | Literal["auto"] | None = None
     confidence: Annotated[float, Field(ge=0.5, lt=1)] = 0.95
     storage: Literal["mcap", "sqlite3"] = "mcap"
     interpolation: Literal["spline", "linear"] = "spline"
@@ -134,6 +136,11 @@ class Plan:
     spec: Path
     interpolation: str = "spline"
     localize: bool = False
+    # duration "auto": the planned seconds per (variant, scene) name
+    auto: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    def cell_duration(self, variant: Variant, scene: Scene) -> float | None:
+        return self.auto[variant.name, scene.name] if self.auto else self.duration
 
     def cells(self, out: Path) -> list[Cell]:
         from simconform.registry import BACKENDS
@@ -162,7 +169,7 @@ class Plan:
                                 spec=str(spec_path),
                                 world=str(scene.world),
                                 trajectory=str(scene.trajectory),
-                                duration=self.duration,
+                                duration=self.cell_duration(variant, scene),
                                 storage=self.storage,
                                 interpolation=self.interpolation,
                                 confidence=self.confidence,
@@ -185,7 +192,7 @@ class Plan:
             "trajectory_sha256": dict(scene.files)[str(scene.trajectory.relative_to(scene.root))],
             "seed": seed,
             "backend": backend,
-            "duration": self.duration,
+            "duration": self.cell_duration(variant, scene),
             "storage": self.storage,
             "interpolation": self.interpolation,
             "confidence": self.confidence,
@@ -224,8 +231,12 @@ def load_campaign(path: str | Path) -> Plan:
     variants = [_variant(path, n, o, base_content) for n, o in model.variants.items()]
 
     entries = model.worlds or [WorldEntry(world=DEMO_WORLD, trajectory=DEMO_TRAJECTORY)]
-    scenes = [_scene(path, i, base, e, model.duration) for i, e in enumerate(entries)]
+    fixed = None if model.duration == "auto" else model.duration
+    scenes = [_scene(path, i, base, e, fixed) for i, e in enumerate(entries)]
     scenes = _named(path, scenes, entries)
+    auto = {}
+    if model.duration == "auto":
+        auto = _auto_lengths(variants, scenes, model.confidence, model.interpolation)
     return Plan(
         file=path.resolve(),
         name=model.name or path.stem,
@@ -239,7 +250,31 @@ def load_campaign(path: str | Path) -> Plan:
         spec=spec_path,
         interpolation=model.interpolation,
         localize=model.localize,
+        auto=auto,
     )
+
+
+AUTO_POWER = 0.8  # duration: auto plans for this power, as `run --duration auto`'s default
+
+
+def _auto_lengths(variants: list[Variant], scenes: list[Scene], level: float, interp: str):
+    """duration: auto, resolved once here so that cells and their hashes are fixed: the
+    planned length of each variant on each scene, cut to the scene's trajectory."""
+    from simconform.spec import Spec
+    from simconform.trajectory import load_trajectory
+    from simconform.verify.runlength import auto_length, plan_inputs
+    from simconform.world import load_world
+
+    out = {}
+    for scene in scenes:
+        world = load_world(scene.world)
+        traj = load_trajectory(scene.trajectory, world, interp)
+        span = (traj.end_ns - traj.start_ns) / 1e9
+        for v in variants:
+            spec = Spec.model_validate(v.content)
+            plan = plan_inputs(spec, world, traj, level, AUTO_POWER)
+            out[v.name, scene.name] = round(auto_length(plan, span).seconds, 3)
+    return out
 
 
 def _existing(file: Path, field: str, base: Path, value: Path | None, default: Path) -> Path:
@@ -326,13 +361,13 @@ def _scene(file: Path, i: int, base: Path, e: WorldEntry, duration: float | None
     from simconform.world import Mesh, load_world
 
     paths = []
-    for field in ("world", "trajectory"):
-        p = (base / getattr(e, field)).resolve()
+    for key in ("world", "trajectory"):
+        p = (base / getattr(e, key)).resolve()
         if not p.is_file():
             raise UserError(
                 file,
-                f"worlds.{i}.{field}",
-                str(getattr(e, field)),
+                f"worlds.{i}.{key}",
+                str(getattr(e, key)),
                 "expected an existing file (paths are relative to the campaign file)",
             )
         paths.append(p)

@@ -31,6 +31,8 @@ def markdown(report: dict, plots: list[str]) -> str:
     seeds = c["seeds"]
     seed_txt = f"{len(seeds)} seeds ({seeds[0]}..{seeds[-1]})" if len(seeds) > 3 else str(seeds)
     dur = f"{c['duration_s']:g} s" if c["duration_s"] else "whole trajectory"
+    if c.get("duration_auto_s"):
+        dur = "auto (" + ", ".join(f"{k}: {t:g} s" for k, t in c["duration_auto_s"].items()) + ")"
     out = [
         f"# simconform campaign `{c['name']}`: {report['verdict'].upper()}",
         "",

@@ -333,3 +333,29 @@ def test_example_campaign_is_valid() -> None:
     assert len(cells) == 16 and cells[0].id == "reference-s1-nominal-demo"
     sigma = yaml.safe_load(plan.variants[1].text)["sensors"]["lidar"]["noise"]["range"]["sigma"]
     assert sigma == pytest.approx(2 * demo_spec()["sensors"]["lidar"]["noise"]["range"]["sigma"])
+
+
+def test_duration_auto_plans_each_variant_and_world_as_run_does(tmp_path: Path) -> None:
+    """`duration: auto` resolves, once at load, to `run --duration auto`'s length for each
+    variant (a tighter tolerance needs a longer run); the cells and their hashes carry the
+    resolved seconds, as if they had been written in the file."""
+    from simconform.run import RunConfig, load_inputs
+    from simconform.verify.runlength import auto_length, plan_inputs
+
+    file = campaign_file(
+        tmp_path,
+        duration="auto",
+        seeds=[1],
+        variants={"nominal": {}, "tight": {"sensors.lidar.tolerances.sigma_rel": 0.03}},
+    )
+    plan = cp.load_campaign(file)
+    cells = {c.variant: c for c in plan.cells(tmp_path / "out")}
+    inp = load_inputs(
+        RunConfig(world=DEMO_WORLD, spec=tmp_path / "tiny.yaml", trajectory=DEMO_TRAJECTORY)
+    )
+    span = (inp.end_ns - inp.start_ns) / 1e9
+    expect = auto_length(plan_inputs(inp.spec, inp.world, inp.trajectory, 0.95, 0.8), span)
+    assert cells["nominal"].duration == pytest.approx(expect.seconds, abs=1e-3)
+    assert cells["tight"].duration > cells["nominal"].duration
+    fixed = cp.load_campaign(campaign_file(tmp_path, seeds=[1], duration=cells["nominal"].duration))
+    assert fixed.cells(tmp_path / "out")[0].hash == cells["nominal"].hash
