@@ -227,3 +227,25 @@ def test_mujoco_moves_actors_and_compare_checks_objects_against_the_reference(
     assert rows["car_a"]["points_a"] > 100
     assert rows["car_a"]["points_a"] == rows["car_a"]["points_b"]
     assert "ground-truth objects" in (out / "compare.md").read_text()
+
+
+def test_nuscenes_export_annotates_actors_where_they_are_at_each_sample(tmp_path: Path) -> None:
+    import json
+
+    world = _world(tmp_path)
+    run = tmp_path / "run"
+    r = cli("run", "--world", str(world), "--duration", "1.5", "--out", str(run), "--quiet")
+    assert r.returncode in (0, 1), r.stderr
+    r = cli("export", str(run), "--format", "nuscenes", "--out", str(tmp_path / "nus"))
+    assert r.returncode == 0, r.stderr
+    tables = tmp_path / "nus" / "v1.0-simconform"
+    ann = json.loads((tables / "sample_annotation.json").read_text())
+    samples = {s["token"]: s for s in json.loads((tables / "sample.json").read_text())}
+    attrs = {a["token"]: a["name"] for a in json.loads((tables / "attribute.json").read_text())}
+    actors = ActorSet(load_world(world), json.loads((run / "run.json").read_text())["start_ns"])
+    car = [a for a in ann if [attrs[t] for t in a["attribute_tokens"]] == ["vehicle.moving"]]
+    assert len(car) >= 10
+    for a in car:
+        box = actors.boxes(samples[a["sample_token"]]["timestamp"] * 1000)[0]  # car_a
+        np.testing.assert_allclose(a["translation"], box.center, atol=1e-6)
+    assert car[0]["translation"][1] < car[-1]["translation"][1] - 1  # it drove north
