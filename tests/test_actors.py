@@ -167,24 +167,27 @@ def test_a_run_writes_truth_objects_with_boxes_and_point_counts(tmp_path: Path) 
     assert (car.bbox.size.x, car.bbox.size.y, car.bbox.size.z) == pytest.approx((4.5, 1.9, 1.6))
 
 
+def _reference_against(tmp_path: Path, backend: str, duration: str) -> dict:
+    """The actors world on the reference and on `backend` (rover spec), compared: compare.json."""
+    import json
+
+    world = _world(tmp_path)
+    spec = str(Path(__file__).resolve().parents[1] / "sensors_spec" / "rover.yaml")
+    for b in ("reference", backend):
+        r = cli("run", "--world", str(world), "--spec", spec, "--backend", b,
+                "--duration", duration, "--out", str(tmp_path / b), "--quiet")  # fmt: skip
+        assert r.returncode in (0, 1), r.stderr
+    out = tmp_path / "cmp"
+    cli("compare", str(tmp_path / "reference"), str(tmp_path / backend), "--out", str(out))
+    return json.loads((out / "compare.json").read_text())
+
+
 @pytest.mark.gazebo
 def test_gazebo_moves_actors_as_its_engine_model_predicts(tmp_path: Path) -> None:
     """Gazebo's driver system moves each actor model every physics step: gpu_lidar sees the
     actors, its per-actor counts differ from the reference's by the engine's known
     approximations (global shutter, texel rays, tessellation) and match the engine model's."""
-    import json
-
-    world = _world(tmp_path)
-    spec = str(Path(__file__).resolve().parents[1] / "sensors_spec" / "rover.yaml")
-    runs = {}
-    for backend in ("reference", "gazebo"):
-        runs[backend] = tmp_path / backend
-        r = cli("run", "--world", str(world), "--spec", spec, "--backend", backend,
-                "--duration", "2", "--out", str(runs[backend]), "--quiet")  # fmt: skip
-        assert r.returncode in (0, 1), r.stderr
-    out = tmp_path / "cmp"
-    cli("compare", str(runs["reference"]), str(runs["gazebo"]), "--out", str(out))
-    report = json.loads((out / "compare.json").read_text())
+    report = _reference_against(tmp_path, "gazebo", "2")
     lidar = report["truth"]["lidar"]
     assert lidar["objects_count_agreement_model"]["verdict"] == "pass"
     rows = report["objects"]["lidar"]
@@ -207,26 +210,14 @@ def test_mujoco_moves_actors_and_compare_checks_objects_against_the_reference(
 ) -> None:
     """MuJoCo carries each actor on a mocap body moved per lidar column: its per-object point
     counts and boxes match the exact reference's, which compare checks per object."""
-    world = _world(tmp_path)
-    spec = str(Path(__file__).resolve().parents[1] / "sensors_spec" / "rover.yaml")
-    runs = {}
-    for backend in ("reference", "mujoco"):
-        runs[backend] = tmp_path / backend
-        r = cli("run", "--world", str(world), "--spec", spec, "--backend", backend,
-                "--duration", "1.5", "--out", str(runs[backend]), "--quiet")  # fmt: skip
-        assert r.returncode in (0, 1), r.stderr
-    out = tmp_path / "cmp"
-    r = cli("compare", str(runs["reference"]), str(runs["mujoco"]), "--out", str(out))
-    import json
-
-    report = json.loads((out / "compare.json").read_text())
+    report = _reference_against(tmp_path, "mujoco", "1.5")
     lidar = report["truth"]["lidar"]
     assert lidar["objects_count_agreement"]["verdict"] == "pass"
     assert lidar["objects_box_offset_max"]["measured"] == pytest.approx(0.0, abs=1e-6)
     rows = report["objects"]["lidar"]
     assert rows["car_a"]["points_a"] > 100
     assert rows["car_a"]["points_a"] == rows["car_a"]["points_b"]
-    assert "ground-truth objects" in (out / "compare.md").read_text()
+    assert "ground-truth objects" in (tmp_path / "cmp" / "compare.md").read_text()
 
 
 def test_nuscenes_export_annotates_actors_where_they_are_at_each_sample(tmp_path: Path) -> None:
