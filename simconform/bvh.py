@@ -3,8 +3,8 @@
 The exact caster (simconform/bvhcast.py) needs each ray to meet only the few primitives near
 it, instead of the bounding-sphere test of every object against every ray that cost
 O(objects x rays) time and memory. The tree is built by binned SAH (surface area heuristic,
-16 bins on the longest centroid axis), falling back to a median split where SAH finds no
-cheaper split, into flat arrays that compiled traversal reads directly:
+16 bins on the longest centroid axis), falling back to the middle of the centroids' extent
+where SAH finds no cheaper split, into flat arrays that compiled traversal reads directly:
 
 - lo, hi (M, 3): node bounds; left, right (M,): children (-1 at leaves);
 - start, count (M,): a leaf's primitives are order[start : start + count].
@@ -20,7 +20,7 @@ import numpy as np
 from numba import njit
 
 _BINS = 16
-_LEAF = 4  # at most this many primitives per leaf (more only when all centroids coincide)
+_LEAF = 2  # at most this many primitives per leaf (more only when all centroids coincide)
 
 
 @dataclass
@@ -65,17 +65,18 @@ def _build(box_lo, box_hi):
     acc_lo = np.empty(3)
     acc_hi = np.empty(3)
     right_cost = np.empty(_BINS)
+    clo = np.empty(3)
+    chi = np.empty(3)
     while sp > 0:
         sp -= 1
         node = stack[sp]
         s, c = start[node], count[node]
-        idx = order[s : s + c]
         for k in range(3):
             lo[node, k] = np.inf
             hi[node, k] = -np.inf
-        clo = np.full(3, np.inf)
-        chi = np.full(3, -np.inf)
-        for i in idx:
+            clo[k] = np.inf
+            chi[k] = -np.inf
+        for i in order[s : s + c]:
             for k in range(3):
                 lo[node, k] = min(lo[node, k], box_lo[i, k])
                 hi[node, k] = max(hi[node, k], box_hi[i, k])
@@ -95,7 +96,7 @@ def _build(box_lo, box_hi):
         bin_lo[:] = np.inf
         bin_hi[:] = -np.inf
         scale = _BINS * (1 - 1e-9) / ext
-        for i in idx:
+        for i in order[s : s + c]:
             b = min(_BINS - 1, int((cen[i, axis] - clo[axis]) * scale))
             bin_n[b] += 1
             for k in range(3):
@@ -124,22 +125,17 @@ def _build(box_lo, box_hi):
             cost = cnt * _area(acc_lo, acc_hi) + right_cost[b + 1]
             if cost < best:
                 best, split = cost, b
-        if split >= 0 and best < c * _area(lo[node], hi[node]):
-            key = np.empty(c)
-            for j in range(c):
-                key[j] = min(_BINS - 1, int((cen[idx[j], axis] - clo[axis]) * scale))
-            perm = np.argsort(key, kind="mergesort")
-            nl = 0
-            for j in range(c):
-                if key[j] <= split:
-                    nl += 1
-        else:  # median split: always divides, keeps the depth logarithmic
-            key = np.empty(c)
-            for j in range(c):
-                key[j] = cen[idx[j], axis]
-            perm = np.argsort(key, kind="mergesort")
-            nl = c // 2
-        order[s : s + c] = idx[perm]
+        if split < 0 or best >= c * _area(lo[node], hi[node]):
+            split = _BINS // 2 - 1  # the middle of the centroid bounds: both sides non-empty
+        # Partition order[s : s + c] in place: bins <= split first.
+        i, j = s, s + c - 1
+        while i <= j:
+            if min(_BINS - 1, int((cen[order[i], axis] - clo[axis]) * scale)) <= split:
+                i += 1
+            else:
+                order[i], order[j] = order[j], order[i]
+                j -= 1
+        nl = i - s
         a, b2 = m, m + 1
         m += 2
         left[node], right[node] = a, b2

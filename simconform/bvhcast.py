@@ -154,13 +154,15 @@ def _hit(k, p, ox, oy, oz, dx, dy, dz, t_min, t_max):
     det = -(dx * p[12] + dy * p[13] + dz * p[14])
     if det == 0:
         return np.inf, 0.0, 0.0, 0.0
-    qx, qy, qz = sy * az - sz * ay, sz * ax - sx * az, sx * ay - sy * ax
+    eps = 1e-12  # meshcast._BARY_EPS
     inv = 1.0 / det
     u = (sx * px + sy * py + sz * pz) * inv
+    if not (u >= -eps and u <= 1.0 + 2 * eps):  # early exit; the full test follows
+        return np.inf, 0.0, 0.0, 0.0
+    qx, qy, qz = sy * az - sz * ay, sz * ax - sx * az, sx * ay - sy * ax
     v = (dx * qx + dy * qy + dz * qz) * inv
     t = (bx * qx + by * qy + bz * qz) * inv
     w = 1.0 - u - v
-    eps = 1e-12  # meshcast._BARY_EPS
     if u >= -eps and v >= -eps and w >= -eps and t >= t_min and t <= t_max:
         return t, p[15], p[16], p[17]
     return np.inf, 0.0, 0.0, 0.0
