@@ -7,16 +7,19 @@ geometric error of its own and other engines can be measured against it:
 - box: slab method in the box frame;
 - cylinder: capped; quadratic in the local xy plane intersected with the slab of the end caps;
 - sphere: quadratic;
-- mesh: Embree (float32) proposes the triangle, float64 Möller–Trumbore decides the range
-  (simconform/meshcast.py, docs/raycast.md).
+- mesh: float64 Möller–Trumbore per triangle.
 
 Box, cylinder and sphere are closed solids: a ray whose origin is inside one hits its inside
 surface (the exit point), as a lidar inside a hollow shell would. More generally a ray hits the
 nearest surface at a distance >= `t_min`, so a solid entered before `t_min` returns its exit.
 
-Speed comes from one cheap bounding-sphere test of all bounded objects against all rays (a
-single matrix product when the rays share, or almost share, an origin, which a lidar sweep
-does), after which only the surviving (ray, object) pairs get the exact test.
+By default boxes, cylinders, spheres and mesh triangles are leaves of one BVH walked in
+compiled code (simconform/bvhcast.py, docs/raycast.md): O(log objects) per ray, O(rays) memory.
+`Scene(world, brute=True)` keeps the earlier path as the oracle: one bounding-sphere test of
+all bounded objects against all rays (a matrix product, O(objects x rays) time and memory),
+then the exact tests below on the surviving pairs, and BruteMesh for meshes. Both paths do
+the same float64 arithmetic in the same order, so they agree to the last bit on analytic
+primitives.
 
 Length: about our ~400 lines, because `Scene` keeps every primitive's exact test next to the
 others; they share the slab, root and `t_min` conventions above, which must not drift apart.
