@@ -15,8 +15,11 @@ could have picked the wrong triangle, more is tested (docs/raycast.md says why t
   cast too; if any of them hits, the ray passed within float32 error of the mesh and the brute
   force decides it (over the triangles whose bounding sphere it crosses).
 
-Known gap (strict xfails in tests/test_meshcast.py): a float32 ray passing over a ridge or a
-sharp vertex that the float64 ray touches exactly can report a farther triangle.
+Known gap: a float32 ray passing over a ridge or a sharp vertex that the float64 ray touches
+exactly can report a farther triangle. `Scene` therefore no longer casts meshes here: their
+triangles are leaves of its float64 BVH (simconform/bvhcast.py), where these rays agree with
+BruteMesh (tests/test_meshcast.py). MeshCaster stays as the Embree-based comparison of
+bench/raycast_mesh.py; BruteMesh is `Scene(world, brute=True)`'s mesh oracle.
 
 `embreex` is imported when the first mesh is cast, so worlds without meshes never load it. It
 has wheels for x86-64 only; elsewhere (or uninstalled) `mesh_caster` returns the brute force,

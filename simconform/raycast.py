@@ -7,16 +7,19 @@ geometric error of its own and other engines can be measured against it:
 - box: slab method in the box frame;
 - cylinder: capped; quadratic in the local xy plane intersected with the slab of the end caps;
 - sphere: quadratic;
-- mesh: Embree (float32) proposes the triangle, float64 Möller–Trumbore decides the range
-  (simconform/meshcast.py, docs/raycast.md).
+- mesh: float64 Möller–Trumbore per triangle.
 
 Box, cylinder and sphere are closed solids: a ray whose origin is inside one hits its inside
 surface (the exit point), as a lidar inside a hollow shell would. More generally a ray hits the
 nearest surface at a distance >= `t_min`, so a solid entered before `t_min` returns its exit.
 
-Speed comes from one cheap bounding-sphere test of all bounded objects against all rays (a
-single matrix product when the rays share, or almost share, an origin, which a lidar sweep
-does), after which only the surviving (ray, object) pairs get the exact test.
+By default boxes, cylinders, spheres and mesh triangles are leaves of one BVH walked in
+compiled code (simconform/bvhcast.py, docs/raycast.md): O(log objects) per ray, O(rays) memory.
+`Scene(world, brute=True)` keeps the earlier path as the oracle: one bounding-sphere test of
+all bounded objects against all rays (a matrix product, O(objects x rays) time and memory),
+then the exact tests below on the surviving pairs, and BruteMesh for meshes. Both paths do
+the same float64 arithmetic in the same order, so they agree to the last bit on analytic
+primitives.
 
 Length: about our ~400 lines, because `Scene` keeps every primitive's exact test next to the
 others; they share the slab, root and `t_min` conventions above, which must not drift apart.
@@ -29,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from simconform.meshcast import mesh_caster
+from simconform.meshcast import BruteMesh
 from simconform.slab import slab
 from simconform.world import Box, Cylinder, Mesh, Plane, Sphere, World
 
@@ -47,6 +50,17 @@ class Hits:
     dist: np.ndarray  # (N,) float64 distance along the unit ray; np.inf where no hit
     index: np.ndarray  # (N,) int64 index into world.objects of the first hit; -1 for none
     normal: np.ndarray  # (N, 3) float64 unit normal facing against the ray; NaN rows for misses
+
+
+def _dot3(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise dot product summed left to right, as the BVH caster sums it (einsum's order
+    depends on its SIMD path), so that the oracle and the BVH round alike."""
+    return a[..., 0] * b[..., 0] + a[..., 1] * b[..., 1] + a[..., 2] * b[..., 2]
+
+
+def _matvec(m: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """(P, 3, 3) @ (P, 3) row by row, summed left to right (see _dot3)."""
+    return m[:, :, 0] * v[:, 0, None] + m[:, :, 1] * v[:, 1, None] + m[:, :, 2] * v[:, 2, None]
 
 
 def _rot(rpy: tuple[float, float, float]) -> np.ndarray:
@@ -84,8 +98,12 @@ def _pick(tn: np.ndarray, tf: np.ndarray, t_min: float, t_max: float):
 class Scene:
     """A World prepared for ray casting: per-primitive arrays built once, then `cast` many times."""
 
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: World, brute: bool = False) -> None:
+        """brute: the bounding-sphere pre-test of every object against every ray (O(objects x
+        rays)) and BruteMesh for meshes, instead of the BVH: the oracle the BVH is tested
+        against."""
         self.world = world
+        self._bvh = None
         planes = [(i, o) for i, o in enumerate(world.objects) if isinstance(o, Plane)]
         self._plane_index = np.array([i for i, _ in planes], dtype=np.int64)
         self._plane_n = np.array([o.normal for _, o in planes], dtype=float).reshape(-1, 3)
@@ -93,6 +111,13 @@ class Scene:
             [np.dot(o.normal, o.point) for _, o in planes], dtype=float
         ).reshape(-1)
 
+        self._slot_index = np.empty(0, dtype=np.int64)
+        if not brute:
+            if any(type(o) in (Box, Cylinder, Sphere, Mesh) for o in world.objects):
+                from simconform.bvhcast import BVHCaster  # loads numba only when needed
+
+                self._bvh = BVHCaster(world)
+            return
         # Bounded objects sorted by type, so the pairs that survive the bounding-sphere test
         # (ordered by object) come out grouped by type as contiguous slices.
         order = {Box: _BOX, Cylinder: _CYL, Sphere: _SPH, Mesh: _MESH}
@@ -122,7 +147,7 @@ class Scene:
         self._sph_c = np.array([s.center for s in sphs], dtype=float).reshape(-1, 3)
         self._sph_rad = np.array([s.radius for s in sphs], dtype=float)
 
-        self._meshes = [mesh_caster(world.mesh_triangles(i)) for k, i, _ in bounded if k == _MESH]
+        self._meshes = [BruteMesh(world.mesh_triangles(i)) for k, i, _ in bounded if k == _MESH]
 
         mesh_c = np.array([m.center for m in self._meshes], dtype=float).reshape(-1, 3)
         centers = np.concatenate([self._box_c, self._cyl_c, self._sph_c, mesh_c])
@@ -166,7 +191,9 @@ class Scene:
             return Hits(best, index, normal)
 
         self._cast_planes(o, d, t_min, t_max, best, index, normal)
-        if len(self._slot_index):
+        if self._bvh is not None:
+            self._bvh.cast(o, d, t_min, t_max, best, index, normal)
+        elif len(self._slot_index):
             self._cast_bounded(o, d, t_min, t_max, best, index, normal)
         return Hits(best, index, normal)
 
@@ -278,7 +305,7 @@ class Scene:
         index[ray] = np.take(self._slot_index, np.take(slot, pairs))
         nrm = np.take(np.concatenate(ns) if len(ns) > 1 else ns[0], pairs, axis=0)
         # Face the ray: for an exit hit from inside a solid this is the inward normal.
-        flip = np.einsum("pi,pi->p", nrm, np.take(pd, pairs, axis=0)) > 0
+        flip = _dot3(nrm, np.take(pd, pairs, axis=0)) > 0
         normal[ray] = np.where(flip[:, None], -nrm, nrm)
 
     @staticmethod
@@ -289,10 +316,10 @@ class Scene:
         """
         rt = np.take(rot_t, j, axis=0)
         if o.ndim == 1:
-            ol = np.take(np.einsum("kij,kj->ki", rot_t, o - center), j, axis=0)
+            ol = np.take(_matvec(rot_t, o - center), j, axis=0)
         else:
-            ol = np.einsum("pij,pj->pi", rt, o - np.take(center, j, axis=0))
-        return ol, np.einsum("pij,pj->pi", rt, d)
+            ol = _matvec(rt, o - np.take(center, j, axis=0))
+        return ol, _matvec(rt, d)
 
     def _boxes(self, o, d, j, t_min, t_max):
         ol, dl = self._frame(o, d, j, self._box_rt, self._box_c)
@@ -333,18 +360,18 @@ class Scene:
             np.stack([(ox + tt * dx) / rad, (oy + tt * dy) / rad, zero], axis=1),
             np.stack([zero, zero, np.sign(oz + tt * dz)], axis=1),
         )
-        return t, np.einsum("pij,pj->pi", np.take(self._cyl_r, j, axis=0), nl)
+        return t, _matvec(np.take(self._cyl_r, j, axis=0), nl)
 
     def _spheres(self, o, d, j, t_min, t_max):
         rad = np.take(self._sph_rad, j)
         if o.ndim == 1:
             rel = o - self._sph_c
             oc = np.take(rel, j, axis=0)
-            c = np.take(np.einsum("ki,ki->k", rel, rel) - self._sph_rad**2, j)
+            c = np.take(_dot3(rel, rel) - self._sph_rad**2, j)
         else:
             oc = o - np.take(self._sph_c, j, axis=0)
-            c = np.einsum("pi,pi->p", oc, oc) - rad * rad
-        b = np.einsum("pi,pi->p", oc, d)
+            c = _dot3(oc, oc) - rad * rad
+        b = _dot3(oc, d)
         tn, tf, _ = _stable_roots(b, c)
         t, _, ok = _pick(tn, tf, t_min, t_max)
         tt = np.where(ok, t, 0.0)

@@ -36,6 +36,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "simconform.raycast",
             "simconform.meshcast",
             "simconform.slab",
+            "simconform.bvh",
+            "simconform.bvhcast",
             "simconform.actors",
             "simconform.registry",
             "simconform.demo",

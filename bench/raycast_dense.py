@@ -1,0 +1,217 @@
+"""Dense-world ray casting: Scene (the BVH) against Embree on the same geometry, one core.
+
+Workloads: worlds/demo.yaml; seeded city-like worlds of 2,000 and 20,000 boxes and cylinders
+(poles) over 2 x 2 km with a ground plane; the 98,568-triangle terrain of bench/meshes.py.
+Each under a 16 x 1800 (VLP-16) and a 128 x 2048 lidar. Embree (embreex, float32, DISTANCE)
+casts the same rays against the same geometry triangulated (boxes: 12 triangles, cylinders:
+32 sides, spheres: icospheres, the plane: a 20 km quad), in the same process. The process is
+pinned to one CPU (sched_setaffinity), so Embree's thread pool and numba both get one core.
+Prints rays/s of each, their ratio, the peak memory one Scene scan allocates (tracemalloc),
+and writes a log-log plot of rays/s against primitives to --out.
+
+    python bench/raycast_dense.py [--repeats 3] [--out raycast_dense.png] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+if hasattr(os, "sched_setaffinity"):
+    os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+
+import numpy as np  # noqa: E402
+import trimesh  # noqa: E402
+from scipy.spatial.transform import Rotation  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import meshes  # noqa: E402
+
+from simconform.raycast import Scene  # noqa: E402
+from simconform.world import Box, Cylinder, Mesh, Plane, Sphere, World, load_world  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+ORIGIN = {"lat": 0.0, "lon": 0.0, "alt": 0.0}
+PATTERNS = {"16x1800": (16, 1800, (-15, 15)), "128x2048": (128, 2048, (-25, 15))}
+
+
+def city(n: int, seed: int = 0, half: float = 1000.0) -> World:
+    """n buildings (70 %, some yawed) and poles (30 %) on a ground plane, seeded."""
+    rng = np.random.default_rng(seed)
+    objects: list[dict] = [{"type": "plane"}]
+    for _ in range(n):
+        x, y = rng.uniform(-half, half, 2)
+        if rng.random() < 0.7:
+            size = [*rng.uniform(5, 30, 2), rng.uniform(4, 60)]
+            yaw = float(rng.choice([0.0, rng.uniform(-np.pi, np.pi)]))
+            center = [x, y, size[2] / 2]
+            objects.append({"type": "box", "center": center, "size": size, "rpy": [0, 0, yaw]})
+        else:
+            objects.append(
+                {"type": "cylinder", "center": [x, y, 4.0], "radius": 0.25, "length": 8.0}
+            )
+    return World.model_validate({"name": f"city{n}", "origin": ORIGIN, "objects": objects})
+
+
+def terrain_world() -> World:
+    w = World.model_validate(
+        {"name": "terrain", "origin": ORIGIN, "objects": [{"type": "mesh", "file": "t.obj"}]}
+    )
+    w._meshes[0] = meshes.terrain()  # bench/meshes.py's triangles, not a file
+    return w
+
+
+def triangulate(world: World) -> np.ndarray:
+    """Every object of the world as float64 triangles (T, 3, 3), for Embree."""
+    parts = []
+    for i, ob in enumerate(world.objects):
+        if isinstance(ob, Plane):
+            n = np.asarray(ob.normal, dtype=float)
+            n /= np.linalg.norm(n)
+            u = np.cross(n, [1.0, 0, 0] if abs(n[0]) < 0.9 else [0, 1.0, 0])
+            u /= np.linalg.norm(u)
+            v = np.cross(n, u)
+            p, s = np.asarray(ob.point, dtype=float), 1e4
+            q = [p + s * (a * u + b * v) for a, b in ((-1, -1), (1, -1), (1, 1), (-1, 1))]
+            parts.append(np.array([[q[0], q[1], q[2]], [q[0], q[2], q[3]]]))
+            continue
+        if isinstance(ob, Mesh):
+            parts.append(world.mesh_triangles(i))
+            continue
+        tf = np.eye(4)
+        tf[:3, 3] = ob.center
+        if isinstance(ob, Sphere):
+            m = trimesh.creation.icosphere(subdivisions=2, radius=ob.radius)
+        else:
+            tf[:3, :3] = Rotation.from_euler("xyz", ob.rpy).as_matrix()
+            if isinstance(ob, Box):
+                m = trimesh.creation.box(extents=ob.size)
+            elif isinstance(ob, Cylinder):
+                m = trimesh.creation.cylinder(radius=ob.radius, height=ob.length, sections=32)
+        m.apply_transform(tf)
+        parts.append(m.triangles)
+    return np.concatenate(parts)
+
+
+def embree_scene(tri: np.ndarray):
+    from embreex import mesh_construction, rtcore, rtcore_scene
+
+    scene = rtcore_scene.EmbreeScene(rtcore.EmbreeDevice())
+    verts = np.ascontiguousarray(tri.reshape(-1, 3), dtype=np.float32)
+    faces = np.arange(len(verts), dtype=np.int32).reshape(-1, 3)
+    mesh_construction.TriangleMesh(scene, verts, faces)
+    return scene
+
+
+def rate(fn, n_rays: int, repeats: int) -> float:
+    fn()
+    best = np.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return n_rays / best
+
+
+def bench(world: World, origin, pattern, repeats: int) -> dict:
+    t0 = time.perf_counter()
+    scene = Scene(world)
+    build_s = time.perf_counter() - t0
+    tri = triangulate(world)
+    emb = embree_scene(tri)
+    d = meshes.lidar_directions(*pattern)
+    o = np.asarray(origin, dtype=float)
+    t_min, t_max = 0.3, 200.0
+    scene.cast(o, d[:8], t_min, t_max)
+    tracemalloc.start()
+    hits = scene.cast(o, d, t_min, t_max)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    ours = rate(lambda: scene.cast(o, d, t_min, t_max), len(d), repeats)
+    o32 = np.ascontiguousarray(np.broadcast_to(o, d.shape), dtype=np.float32)
+    d32 = np.ascontiguousarray(d, dtype=np.float32)
+    far = np.full(len(d), t_max, dtype=np.float32)
+    theirs = rate(lambda: emb.run(o32, d32, dists=far.copy(), query="DISTANCE"), len(d), repeats)
+    te = emb.run(o32, d32, dists=far.copy(), query="DISTANCE")
+    te = np.where(te >= t_max, np.inf, te)
+    both = np.isfinite(te) & np.isfinite(hits.dist)
+    return {
+        "objects": sum(not isinstance(ob, Plane | Mesh) for ob in world.objects),
+        "triangles": len(tri),
+        "rays": len(d),
+        "scene": ours,
+        "embree": theirs,
+        "peak_mb": peak / 2**20,
+        "build_s": build_s,
+        "hits": float(np.isfinite(hits.dist).mean()),
+        "hit_agree": float(np.mean(np.isfinite(te) == np.isfinite(hits.dist))),
+        "median_diff": float(np.median(np.abs(te[both] - hits.dist[both]))) if both.any() else 0,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3, help="timed scans; the best counts")
+    parser.add_argument("--out", type=Path, default=None, help="log-log plot (PNG) to write")
+    parser.add_argument("--quick", action="store_true", help="16 x 1800 only")
+    args = parser.parse_args(argv)
+    worlds = {
+        "demo": (lambda: load_world(ROOT / "worlds" / "demo.yaml"), [0.0, -18.0, 1.2]),
+        "city 2k": (lambda: city(2000), [3.0, 4.0, 1.8]),
+        "city 20k": (lambda: city(20000), [3.0, 4.0, 1.8]),
+        "terrain 98k tri": (terrain_world, [3.0, 4.0, 5.0]),
+    }
+    patterns = {k: v for k, v in PATTERNS.items() if k == "16x1800" or not args.quick}
+    print(f"one core, best of {args.repeats}; load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"{'workload':<26}{'prims':>8}{'Scene/s':>10}{'Embree/s':>10}{'ratio':>7}"
+        f"{'scan MB':>9}{'build s':>8}{'hits':>6}{'agree':>7}"
+    )
+    rows = []
+    for name, (make, origin) in worlds.items():
+        world = make()
+        for pname, pattern in patterns.items():
+            r = bench(world, origin, pattern, args.repeats)
+            prims = r["objects"] or r["triangles"]
+            rows.append((name, pname, prims, r))
+            print(
+                f"{name + ' ' + pname:<26}{prims:>8}{r['scene'] / 1e6:>9.2f}M"
+                f"{r['embree'] / 1e6:>9.2f}M{r['scene'] / r['embree']:>7.2f}"
+                f"{r['peak_mb']:>9.1f}{r['build_s']:>8.2f}{r['hits']:>6.2f}"
+                f"{100 * r['hit_agree']:>6.1f}%"
+            )
+    if args.out:
+        plot(rows, args.out)
+    return 0
+
+
+def plot(rows, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    for pname, marker in zip(PATTERNS, "os", strict=True):
+        sel = sorted((p, r) for _, pn, p, r in rows if pn == pname)
+        if not sel:
+            continue
+        x = [p for p, _ in sel]
+        ax.loglog(x, [r["scene"] for _, r in sel], marker + "-", label=f"Scene (BVH) {pname}")
+        ax.loglog(x, [r["embree"] for _, r in sel], marker + "--", label=f"Embree {pname}")
+    ax.set_xlabel("objects (boxes, cylinders, spheres) or triangles")
+    ax.set_ylabel("rays/s, one core")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

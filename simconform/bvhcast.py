@@ -1,0 +1,328 @@
+"""Exact float64 ray casting of bounded primitives through a BVH (simconform/bvh.py).
+
+Boxes, capped cylinders, spheres and the triangles of every mesh are leaves of one tree; each
+ray walks it nearest child first and skips every node that starts beyond its nearest hit so
+far, so a ray costs about log(primitives) node tests and a few exact tests, and a scan holds
+O(rays) memory. The exact tests repeat `Scene`'s brute-force arithmetic (simconform/raycast.py,
+and `MeshCaster._exact` for triangles) operation for operation, with the same conventions:
+a distance >= t_min counts, a closed solid entered before t_min returns its exit, the nearest
+surface beyond t_max is a miss, normals face the ray. Equal distances go to the primitive
+the brute force would keep (the later object; within a mesh the first triangle), so both
+report the same object.
+
+One compiled entry point (`_cast`) with one signature: origins always come as (M, 3), M = 1
+for a shared origin, so numba compiles (or loads from its cache) a single specialisation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+from scipy.spatial.transform import Rotation
+
+from simconform.bvh import build
+from simconform.world import Box, Cylinder, Mesh, Sphere, World
+
+_BOX, _CYL, _SPH, _TRI = range(4)
+_WIDTH = 18  # float64 parameters per primitive (the triangle's need the most)
+_TIE = 1 << 31  # priority units per object: triangles of one mesh rank below it
+_JIT = {"cache": True, "nogil": True, "error_model": "numpy"}
+
+
+@njit(**_JIT, inline="always")
+def _pick(tn, tf, t_min, t_max):
+    """As raycast._pick: (t or inf, use_near)."""
+    use_near = tn >= t_min
+    t = tn if use_near else tf
+    if tn <= tf and t >= t_min and t <= t_max:
+        return t, use_near
+    return np.inf, use_near
+
+
+@njit(**_JIT, inline="always")
+def _slab(o, d, h):
+    """As slab.slab for one axis: (entry, exit)."""
+    if abs(d) < 1e-300:
+        if abs(o) <= h:
+            return -np.inf, np.inf
+        return np.inf, -np.inf
+    inv = 1.0 / d
+    t1 = (-h - o) * inv
+    t2 = (h - o) * inv
+    return min(t1, t2), max(t1, t2)
+
+
+@njit(**_JIT, inline="always")
+def _fmin(a, b):
+    return b if a != a else (a if b != b else min(a, b))
+
+
+@njit(**_JIT, inline="always")
+def _fmax(a, b):
+    return b if a != a else (a if b != b else max(a, b))
+
+
+@njit(**_JIT, inline="always")
+def _roots(b, c, a):
+    """As raycast._stable_roots: (lo, hi) of a t^2 + 2 b t + c = 0, (inf, -inf) if not real."""
+    disc = b * b - a * c
+    if not disc >= 0:
+        return np.inf, -np.inf
+    q = -(b + np.copysign(np.sqrt(disc), b))
+    ra = q / a
+    rb = c / q
+    return _fmin(ra, rb), _fmax(ra, rb)
+
+
+@njit(**_JIT, inline="always")
+def _local(p, w0, w1, w2):
+    """R^T w for the row-major rotation stored at p[0:9]."""
+    return (
+        p[0] * w0 + p[3] * w1 + p[6] * w2,
+        p[1] * w0 + p[4] * w1 + p[7] * w2,
+        p[2] * w0 + p[5] * w1 + p[8] * w2,
+    )
+
+
+@njit(**_JIT)
+def _hit(k, p, ox, oy, oz, dx, dy, dz, t_min, t_max):
+    """Exact test of one primitive (kind k, parameters p): (t or inf, normal not yet faced)."""
+    if k == _BOX:  # p: centre, half sizes, rotation
+        r = p[6:15]
+        lx, ly, lz = _local(r, ox - p[0], oy - p[1], oz - p[2])
+        ex, ey, ez = _local(r, dx, dy, dz)
+        lo0, hi0 = _slab(lx, ex, p[3])
+        lo1, hi1 = _slab(ly, ey, p[4])
+        lo2, hi2 = _slab(lz, ez, p[5])
+        a_lo, tn = 0, lo0
+        if lo1 > tn:
+            a_lo, tn = 1, lo1
+        if lo2 > tn:
+            a_lo, tn = 2, lo2
+        a_hi, tf = 0, hi0
+        if hi1 < tf:
+            a_hi, tf = 1, hi1
+        if hi2 < tf:
+            a_hi, tf = 2, hi2
+        t, use_near = _pick(tn, tf, t_min, t_max)
+        axis = a_lo if use_near else a_hi
+        s = -np.sign(ex if axis == 0 else (ey if axis == 1 else ez))
+        return t, r[axis] * s, r[3 + axis] * s, r[6 + axis] * s
+    if k == _CYL:  # p: centre, rotation, radius, half length
+        r = p[3:12]
+        rad = p[12]
+        lx, ly, lz = _local(r, ox - p[0], oy - p[1], oz - p[2])
+        ex, ey, ez = _local(r, dx, dy, dz)
+        a = ex * ex + ey * ey
+        b = lx * ex + ly * ey
+        c = lx * lx + ly * ly - rad * rad
+        if a == 0:
+            r0, r1 = (-np.inf, np.inf) if c <= 0 else (np.inf, -np.inf)
+        else:
+            r0, r1 = _roots(b, c, a)
+        z0, z1 = _slab(lz, ez, p[13])
+        tn = max(r0, z0)
+        tf = min(r1, z1)
+        t, use_near = _pick(tn, tf, t_min, t_max)
+        radial = (r0 >= z0) if use_near else (r1 <= z1)
+        tt = t if t < np.inf else 0.0
+        if radial:
+            n0, n1, n2 = (lx + tt * ex) / rad, (ly + tt * ey) / rad, 0.0
+        else:
+            n0, n1, n2 = 0.0, 0.0, np.sign(lz + tt * ez)
+        return (
+            t,
+            r[0] * n0 + r[1] * n1 + r[2] * n2,
+            r[3] * n0 + r[4] * n1 + r[5] * n2,
+            r[6] * n0 + r[7] * n1 + r[8] * n2,
+        )
+    if k == _SPH:  # p: centre, radius
+        rad = p[3]
+        cx, cy, cz = ox - p[0], oy - p[1], oz - p[2]
+        c = (cx * cx + cy * cy + cz * cz) - rad * rad
+        b = cx * dx + cy * dy + cz * dz
+        tn, tf = _roots(b, c, 1.0)
+        t, _ = _pick(tn, tf, t_min, t_max)
+        tt = t if t < np.inf else 0.0
+        return t, (cx + tt * dx) / rad, (cy + tt * dy) / rad, (cz + tt * dz) / rad
+    # Triangle, p: mesh centre, v0 - centre, e1, e2, e1 x e2, unit normal (MeshCaster._exact).
+    sx = (ox - p[0]) - p[3]
+    sy = (oy - p[1]) - p[4]
+    sz = (oz - p[2]) - p[5]
+    ax, ay, az, bx, by, bz = p[6], p[7], p[8], p[9], p[10], p[11]
+    px, py, pz = dy * bz - dz * by, dz * bx - dx * bz, dx * by - dy * bx
+    det = -(dx * p[12] + dy * p[13] + dz * p[14])
+    if det == 0:
+        return np.inf, 0.0, 0.0, 0.0
+    eps = 1e-12  # meshcast._BARY_EPS
+    inv = 1.0 / det
+    u = (sx * px + sy * py + sz * pz) * inv
+    if not (u >= -eps and u <= 1.0 + 2 * eps):  # early exit; the full test follows
+        return np.inf, 0.0, 0.0, 0.0
+    qx, qy, qz = sy * az - sz * ay, sz * ax - sx * az, sx * ay - sy * ax
+    v = (dx * qx + dy * qy + dz * qz) * inv
+    t = (bx * qx + by * qy + bz * qz) * inv
+    w = 1.0 - u - v
+    if u >= -eps and v >= -eps and w >= -eps and t >= t_min and t <= t_max:
+        return t, p[15], p[16], p[17]
+    return np.inf, 0.0, 0.0, 0.0
+
+
+@njit(**_JIT, inline="always")
+def _enter(lo, hi, j, ox, oy, oz, ix, iy, iz, t0, t1):
+    """Entry distance of the ray into node j's box, clipped to [t0, t1]; inf if it misses."""
+    a = (lo[j, 0] - ox) * ix
+    b = (hi[j, 0] - ox) * ix
+    tn, tf = min(a, b), max(a, b)
+    a = (lo[j, 1] - oy) * iy
+    b = (hi[j, 1] - oy) * iy
+    tn, tf = max(tn, min(a, b)), min(tf, max(a, b))
+    a = (lo[j, 2] - oz) * iz
+    b = (hi[j, 2] - oz) * iz
+    tn, tf = max(tn, min(a, b)), min(tf, max(a, b))
+    tn, tf = max(tn, t0), min(tf, t1)
+    return tn if tn <= tf else np.inf
+
+
+@njit(**_JIT, inline="always")
+def _inv(d):
+    """1 / d, with +-1e300 for (near) zero so that box tests never form 0 * inf."""
+    return 1.0 / d if abs(d) >= 1e-300 else np.copysign(1e300, d)
+
+
+@njit(**_JIT)
+def _cast(o, d, t_min, t_max, best, index, normal, lo, hi, left, right, start, count, order,
+          kind, obj, prio, par):  # fmt: skip
+    """Walk the tree for every ray; best/index/normal hold the planes' hits and are updated."""
+    stack = np.empty(len(lo) + 1, dtype=np.int64)
+    stack_t = np.empty(len(lo) + 1)
+    for r in range(len(d)):
+        q = 0 if len(o) == 1 else r
+        ox, oy, oz = o[q, 0], o[q, 1], o[q, 2]
+        dx, dy, dz = d[r, 0], d[r, 1], d[r, 2]
+        ix, iy, iz = _inv(dx), _inv(dy), _inv(dz)
+        bt = min(best[r], t_max)
+        bp = -1  # planes and "nothing yet" rank below every primitive
+        bk = -1
+        slack = 1e-9 * (1.0 + abs(ox) + abs(oy) + abs(oz))
+        t0 = t_min - slack
+        sp = 0
+        te = _enter(lo, hi, 0, ox, oy, oz, ix, iy, iz, t0, bt + slack * (1 + bt))
+        node = 0 if te < np.inf else -1
+        while node >= 0:
+            if left[node] < 0:
+                for s in range(start[node], start[node] + count[node]):
+                    i = order[s]
+                    t, _, _, _ = _hit(kind[i], par[i], ox, oy, oz, dx, dy, dz, t_min, t_max)
+                    if t < bt or (t == bt and t < np.inf and prio[i] > bp):
+                        bt, bp, bk = t, prio[i], i
+                node = -1
+            else:
+                t1 = bt + 1e-9 * (1.0 + bt) + slack
+                a, b = left[node], right[node]
+                ta = _enter(lo, hi, a, ox, oy, oz, ix, iy, iz, t0, t1)
+                tb = _enter(lo, hi, b, ox, oy, oz, ix, iy, iz, t0, t1)
+                if tb < ta:
+                    a, b, ta, tb = b, a, tb, ta
+                if ta < np.inf:
+                    if tb < np.inf:
+                        stack[sp] = b
+                        stack_t[sp] = tb
+                        sp += 1
+                    node = a
+                else:
+                    node = -1
+            while node < 0 and sp > 0:
+                sp -= 1
+                if stack_t[sp] <= bt + 1e-9 * (1.0 + bt) + slack:
+                    node = stack[sp]
+        if bk >= 0:
+            t, n0, n1, n2 = _hit(kind[bk], par[bk], ox, oy, oz, dx, dy, dz, t_min, t_max)
+            if n0 * dx + n1 * dy + n2 * dz > 0:
+                n0, n1, n2 = -n0, -n1, -n2
+            best[r] = t
+            index[r] = obj[bk]
+            normal[r, 0], normal[r, 1], normal[r, 2] = n0, n1, n2
+
+
+class BVHCaster:
+    """The bounded objects of a World in one BVH; `cast` updates `Scene`'s plane results."""
+
+    def __init__(self, world: World) -> None:
+        order = {Box: 0, Cylinder: 1, Sphere: 2, Mesh: 3}
+        bounded = sorted(
+            ((order[type(o)], i) for i, o in enumerate(world.objects) if type(o) in order)
+        )
+        rows, kinds, objs, prios, los, his = [], [], [], [], [], []
+        for slot, (_, i) in enumerate(bounded):
+            ob = world.objects[i]
+            if isinstance(ob, Mesh):
+                p, lo, hi = _triangles(world.mesh_triangles(i))
+                kinds.append(np.full(len(p), _TRI))
+                prios.append(slot * _TIE + (_TIE - 1 - np.arange(len(p))))
+            else:
+                p, lo, hi = _solid(ob)
+                kinds.append(np.array([(_BOX, _CYL, _SPH)[order[type(ob)]]]))
+                prios.append(np.array([slot * _TIE]))
+            rows.append(p)
+            los.append(lo)
+            his.append(hi)
+            objs.append(np.full(len(p), i))
+        cat = lambda xs, w: np.concatenate(xs) if xs else np.empty((0, w))  # noqa: E731
+        self.par = np.ascontiguousarray(cat(rows, _WIDTH), dtype=np.float64)
+        self.kind = cat(kinds, 0).reshape(-1).astype(np.int64)
+        self.obj = cat(objs, 0).reshape(-1).astype(np.int64)
+        self.prio = cat(prios, 0).reshape(-1).astype(np.int64)
+        self._prims = (self.kind, self.obj, self.prio, self.par)
+        lo, hi = cat(los, 3), cat(his, 3)
+        # Grown so that rounding in the traversal's box tests never drops a true hit.
+        pad = 1e-9 * (1.0 + np.maximum(np.abs(lo), np.abs(hi)).max(axis=1, initial=0.0))
+        self.tree = build(lo - pad[:, None], hi + pad[:, None])
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    def cast(self, o, d, t_min, t_max, best, index, normal) -> None:
+        """Nearer bounded hits replace (best, index, normal) in place; o is (3,) or (N, 3)."""
+        if not len(self.kind):
+            return
+        tr = self.tree
+        o2 = np.ascontiguousarray(o, dtype=np.float64).reshape(-1, 3)
+        tree = (tr.lo, tr.hi, tr.left, tr.right, tr.start, tr.count, tr.order)
+        _cast(o2, d, float(t_min), float(t_max), best, index, normal, *tree, *self._prims)
+
+
+def _solid(ob) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Parameter row and bounds of one box, cylinder or sphere."""
+    p = np.zeros((1, _WIDTH))
+    c = np.asarray(ob.center, dtype=float)
+    if isinstance(ob, Sphere):
+        p[0, :4] = [*c, ob.radius]
+        ext = np.full(3, float(ob.radius))
+    else:
+        rot = Rotation.from_euler("xyz", ob.rpy).as_matrix()
+        if isinstance(ob, Box):
+            h = 0.5 * np.asarray(ob.size, dtype=float)
+            p[0, :15] = [*c, *h, *rot.ravel()]
+            ext = np.abs(rot) @ h
+        else:
+            hl = 0.5 * float(ob.length)
+            p[0, :14] = [*c, *rot.ravel(), ob.radius, hl]
+            axis = rot[:, 2]
+            ext = hl * np.abs(axis) + ob.radius * np.sqrt(np.maximum(0.0, 1.0 - axis**2))
+    return p, (c - ext)[None], (c + ext)[None]
+
+
+def _triangles(tri: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Parameter rows and bounds of a mesh's triangles, centred as BruteMesh centres them."""
+    tri = np.asarray(tri, dtype=float)
+    pts = tri.reshape(-1, 3)
+    center = 0.5 * (pts.min(axis=0) + pts.max(axis=0))
+    e1 = tri[:, 1] - tri[:, 0]
+    e2 = tri[:, 2] - tri[:, 0]
+    n = np.cross(e1, e2)
+    norm = np.linalg.norm(n, axis=1, keepdims=True)
+    unit_n = np.where(norm > 0, n / np.where(norm > 0, norm, 1.0), 0.0)
+    c = np.broadcast_to(center, (len(tri), 3))
+    p = np.concatenate([c, tri[:, 0] - center, e1, e2, n, unit_n], axis=1)
+    return p, tri.min(axis=1), tri.max(axis=1)
