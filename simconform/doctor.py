@@ -82,8 +82,8 @@ def components() -> list[Finding]:
         _package("evo", "simconform localize (APE/RPE)", "pip install 'simconform[localize]'"),
         _package(
             "embreex",
-            "fast ray casting against meshes (without it: the exact brute force, slow)",
-            "pip install embreex (Linux x86-64 wheels)",
+            "the Embree peer of the ray-casting benchmarks (bench/raycast*.py)",
+            "pip install 'simconform[bench]' (Linux x86-64 wheels)",
         ),
         _package("mcap", "reading damaged MCAP bags chunk by chunk", "pip install mcap"),
     ]
