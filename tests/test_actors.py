@@ -17,7 +17,7 @@ from simconform.raycast import Scene
 from simconform.spec import load_spec
 from simconform.trajectory import load_trajectory
 from simconform.world import World, load_world
-from tests.conftest import cli, demo_world, write_yaml
+from conftest import cli, demo_world, write_yaml
 
 T0 = 1_704_067_200_000_000_000
 
