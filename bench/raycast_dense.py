@@ -198,14 +198,23 @@ def plot(rows, out: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    # Worlds of objects on one line; the terrain (triangles) as its own points, since a
+    # triangle and an object are different units of work.
+    colours = {"Scene (BVH)": "tab:blue", "Embree": "tab:orange"}
     for pname, marker in zip(PATTERNS, "os", strict=True):
-        sel = sorted((p, r) for _, pn, p, r in rows if pn == pname)
-        if not sel:
-            continue
-        x = [p for p, _ in sel]
-        ax.loglog(x, [r["scene"] for _, r in sel], marker + "-", label=f"Scene (BVH) {pname}")
-        ax.loglog(x, [r["embree"] for _, r in sel], marker + "--", label=f"Embree {pname}")
-    ax.set_xlabel("objects (boxes, cylinders, spheres) or triangles")
+        objs = sorted((p, r) for _, pn, p, r in rows if pn == pname and r["objects"])
+        tris = [(p, r) for _, pn, p, r in rows if pn == pname and not r["objects"]]
+        for who, key, ls in (("Scene (BVH)", "scene", "-"), ("Embree", "embree", "--")):
+            kw = {"color": colours[who], "marker": marker, "linestyle": ls}
+            if objs:
+                x = [p for p, _ in objs]
+                ax.loglog(x, [r[key] for _, r in objs], label=f"{who} {pname}, objects", **kw)
+            if tris:
+                kw["linestyle"] = "none"
+                kw["markerfacecolor"] = "none"
+                x = [p for p, _ in tris]
+                ax.loglog(x, [r[key] for _, r in tris], label=f"{who} {pname}, triangles", **kw)
+    ax.set_xlabel("objects (boxes, cylinders, spheres; filled) or mesh triangles (open)")
     ax.set_ylabel("rays/s, one core")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)

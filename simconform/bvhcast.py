@@ -84,7 +84,7 @@ def _local(p, w0, w1, w2):
     )
 
 
-@njit(**_JIT)
+@njit(**_JIT, inline="always")
 def _hit(k, p, ox, oy, oz, dx, dy, dz, t_min, t_max):
     """Exact test of one primitive (kind k, parameters p): (t or inf, normal not yet faced)."""
     if k == _BOX:  # p: centre, half sizes, rotation
@@ -169,18 +169,16 @@ def _hit(k, p, ox, oy, oz, dx, dy, dz, t_min, t_max):
 
 
 @njit(**_JIT, inline="always")
-def _enter(lo, hi, j, ox, oy, oz, ix, iy, iz, t0, t1):
-    """Entry distance of the ray into node j's box, clipped to [t0, t1]; inf if it misses."""
-    a = (lo[j, 0] - ox) * ix
-    b = (hi[j, 0] - ox) * ix
-    tn, tf = min(a, b), max(a, b)
-    a = (lo[j, 1] - oy) * iy
-    b = (hi[j, 1] - oy) * iy
-    tn, tf = max(tn, min(a, b)), min(tf, max(a, b))
-    a = (lo[j, 2] - oz) * iz
-    b = (hi[j, 2] - oz) * iz
-    tn, tf = max(tn, min(a, b)), min(tf, max(a, b))
-    tn, tf = max(tn, t0), min(tf, t1)
+def _enter(box, j, ox, oy, oz, ix, iy, iz, sx, sy, sz, t0, t1):
+    """Entry distance of the ray into node j's box, clipped to [t0, t1]; inf if it misses.
+
+    sx, sy, sz are 0 where the direction's inverse is >= 0 and 3 otherwise: the near face
+    is then column s and the far one 3 - s, which saves the min/max of every slab.
+    """
+    tn = max(t0, (box[j, sx] - ox) * ix, (box[j, 1 + sy] - oy) * iy, (box[j, 2 + sz] - oz) * iz)
+    tf = min(
+        t1, (box[j, 3 - sx] - ox) * ix, (box[j, 4 - sy] - oy) * iy, (box[j, 5 - sz] - oz) * iz
+    )
     return tn if tn <= tf else np.inf
 
 
@@ -191,28 +189,28 @@ def _inv(d):
 
 
 @njit(**_JIT)
-def _cast(o, d, t_min, t_max, best, index, normal, lo, hi, left, right, start, count, order,
+def _cast(o, d, t_min, t_max, best, index, normal, box, left, right, start, count,
           kind, obj, prio, par):  # fmt: skip
     """Walk the tree for every ray; best/index/normal hold the planes' hits and are updated."""
-    stack = np.empty(len(lo) + 1, dtype=np.int64)
-    stack_t = np.empty(len(lo) + 1)
+    stack = np.empty(len(box) + 1, dtype=np.int64)
+    stack_t = np.empty(len(box) + 1)
     for r in range(len(d)):
         q = 0 if len(o) == 1 else r
         ox, oy, oz = o[q, 0], o[q, 1], o[q, 2]
         dx, dy, dz = d[r, 0], d[r, 1], d[r, 2]
         ix, iy, iz = _inv(dx), _inv(dy), _inv(dz)
+        sx, sy, sz = (0 if ix >= 0 else 3), (0 if iy >= 0 else 3), (0 if iz >= 0 else 3)
         bt = min(best[r], t_max)
         bp = -1  # planes and "nothing yet" rank below every primitive
         bk = -1
         slack = 1e-9 * (1.0 + abs(ox) + abs(oy) + abs(oz))
         t0 = t_min - slack
         sp = 0
-        te = _enter(lo, hi, 0, ox, oy, oz, ix, iy, iz, t0, bt + slack * (1 + bt))
+        te = _enter(box, 0, ox, oy, oz, ix, iy, iz, sx, sy, sz, t0, bt + slack * (1 + bt))
         node = 0 if te < np.inf else -1
         while node >= 0:
             if left[node] < 0:
-                for s in range(start[node], start[node] + count[node]):
-                    i = order[s]
+                for i in range(start[node], start[node] + count[node]):
                     t, _, _, _ = _hit(kind[i], par[i], ox, oy, oz, dx, dy, dz, t_min, t_max)
                     if t < bt or (t == bt and t < np.inf and prio[i] > bp):
                         bt, bp, bk = t, prio[i], i
@@ -220,8 +218,8 @@ def _cast(o, d, t_min, t_max, best, index, normal, lo, hi, left, right, start, c
             else:
                 t1 = bt + 1e-9 * (1.0 + bt) + slack
                 a, b = left[node], right[node]
-                ta = _enter(lo, hi, a, ox, oy, oz, ix, iy, iz, t0, t1)
-                tb = _enter(lo, hi, b, ox, oy, oz, ix, iy, iz, t0, t1)
+                ta = _enter(box, a, ox, oy, oz, ix, iy, iz, sx, sy, sz, t0, t1)
+                tb = _enter(box, b, ox, oy, oz, ix, iy, iz, sx, sy, sz, t0, t1)
                 if tb < ta:
                     a, b, ta, tb = b, a, tb, ta
                 if ta < np.inf:
@@ -273,11 +271,18 @@ class BVHCaster:
         self.kind = cat(kinds, 0).reshape(-1).astype(np.int64)
         self.obj = cat(objs, 0).reshape(-1).astype(np.int64)
         self.prio = cat(prios, 0).reshape(-1).astype(np.int64)
-        self._prims = (self.kind, self.obj, self.prio, self.par)
         lo, hi = cat(los, 3), cat(his, 3)
         # Grown so that rounding in the traversal's box tests never drops a true hit.
         pad = 1e-9 * (1.0 + np.maximum(np.abs(lo), np.abs(hi)).max(axis=1, initial=0.0))
         self.tree = build(lo - pad[:, None], hi + pad[:, None])
+        # Primitives stored in leaf order, so a leaf's parameters are contiguous in memory.
+        perm = self.tree.order
+        self.kind, self.obj, self.prio = self.kind[perm], self.obj[perm], self.prio[perm]
+        self.par = np.ascontiguousarray(self.par[perm])
+        self.tree.order = np.arange(len(perm), dtype=np.int64)
+        # Node bounds as one row (lo, hi) per node: one cache line per box test.
+        self._box = np.ascontiguousarray(np.hstack([self.tree.lo, self.tree.hi]))
+        self._prims = (self.kind, self.obj, self.prio, self.par)
 
     def __len__(self) -> int:
         return len(self.kind)
@@ -288,7 +293,7 @@ class BVHCaster:
             return
         tr = self.tree
         o2 = np.ascontiguousarray(o, dtype=np.float64).reshape(-1, 3)
-        tree = (tr.lo, tr.hi, tr.left, tr.right, tr.start, tr.count, tr.order)
+        tree = (self._box, tr.left, tr.right, tr.start, tr.count)
         _cast(o2, d, float(t_min), float(t_max), best, index, normal, *tree, *self._prims)
 
 
