@@ -176,9 +176,7 @@ def _enter(box, j, ox, oy, oz, ix, iy, iz, sx, sy, sz, t0, t1):
     is then column s and the far one 3 - s, which saves the min/max of every slab.
     """
     tn = max(t0, (box[j, sx] - ox) * ix, (box[j, 1 + sy] - oy) * iy, (box[j, 2 + sz] - oz) * iz)
-    tf = min(
-        t1, (box[j, 3 - sx] - ox) * ix, (box[j, 4 - sy] - oy) * iy, (box[j, 5 - sz] - oz) * iz
-    )
+    tf = min(t1, (box[j, 3 - sx] - ox) * ix, (box[j, 4 - sy] - oy) * iy, (box[j, 5 - sz] - oz) * iz)
     return tn if tn <= tf else np.inf
 
 
