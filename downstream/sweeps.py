@@ -41,15 +41,22 @@ def point_times_ns(fields: dict[str, np.ndarray], stamp: int) -> np.ndarray | No
     return None
 
 
+def decode_cloud(
+    msg,
+) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, int, np.ndarray | None]:
+    """A PointCloud2's flat fields, float64 xyz (N, 3), the finite-point mask, the header stamp
+    and each point's absolute ns (None without per-point time): one decoding for localize and
+    the dataset exports."""
+    f = {k: v.reshape(-1) for k, v in cloud_arrays(msg).items()}
+    xyz = np.stack([f["x"], f["y"], f["z"]], axis=-1).astype(np.float64)
+    stamp = stamp_ns(msg.header)
+    return f, xyz, np.isfinite(xyz).all(axis=1), stamp, point_times_ns(f, stamp)
+
+
 def sweeps(bag: SourceBag, topic: str) -> Iterator[Sweep]:
     """Every cloud on `topic` in log order, as finite points with their times."""
     for _topic, msgtype, _log, raw in bag.messages({topic}):
-        msg = bag.deserialize(raw, msgtype)
-        f = cloud_arrays(msg)
-        xyz = np.stack([f["x"], f["y"], f["z"]], axis=-1).reshape(-1, 3).astype(np.float64)
-        keep = np.isfinite(xyz).all(axis=1)
-        stamp = stamp_ns(msg.header)
-        times = point_times_ns({k: v.reshape(-1) for k, v in f.items()}, stamp)
+        _f, xyz, keep, stamp, times = decode_cloud(bag.deserialize(raw, msgtype))
         yield Sweep(xyz[keep], None if times is None else times[keep], stamp)
 
 

@@ -19,10 +19,10 @@ from typing import Literal
 
 import numpy as np
 
-from simconform.bag.messages import COMPRESSED, cloud_arrays, image_array, stamp_ns
+from simconform.bag.messages import COMPRESSED, image_array, stamp_ns
 from simconform.bag.reader import SourceBag
 from simconform.downstream.localize import pick_lidar
-from simconform.downstream.sweeps import TruePoses, point_times_ns
+from simconform.downstream.sweeps import TruePoses, decode_cloud
 from simconform.errors import UserError
 from simconform.frames import Pose
 from simconform.spec import OPTICAL_TO_BODY, CameraSpec, LidarSpec, Spec
@@ -98,12 +98,7 @@ class RunSource:
         bag = SourceBag(self.run_dir / "bag")
         try:
             for _t, msgtype, _log, raw in bag.messages({self.spec.topic(self.lidar)}):
-                msg = bag.deserialize(raw, msgtype)
-                f = {k: v.reshape(-1) for k, v in cloud_arrays(msg).items()}
-                stamp = stamp_ns(msg.header)
-                xyz = np.stack([f["x"], f["y"], f["z"]], axis=-1).astype(np.float64)
-                keep = np.isfinite(xyz).all(axis=1)
-                times = point_times_ns(f, stamp)
+                f, xyz, keep, stamp, times = decode_cloud(bag.deserialize(raw, msgtype))
                 times = np.full(len(xyz), stamp, np.int64) if times is None else times
                 ref = self.reference_ns(stamp, instant)
                 span = (int(times[keep].min(initial=ref)), int(times[keep].max(initial=ref)))

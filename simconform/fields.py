@@ -72,6 +72,17 @@ _frame = _name_rule(
 )
 Topic = Annotated[str, AfterValidator(_topic)]
 FrameId = Annotated[str, AfterValidator(_frame)]
+# A world object's class: what it is to a perception stack ("car", "pole", or a nuScenes
+# category such as "vehicle.car"); dataset exports and ground-truth boxes name it.
+ClassName = Annotated[
+    str,
+    AfterValidator(
+        _name_rule(
+            r"[A-Za-z0-9_.\-]{1,100}",
+            "expected 1-100 letters, digits, _ . - (car, pole, vehicle.car)",
+        )
+    ),
+]
 
 
 def _printable(v: str) -> str:

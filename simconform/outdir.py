@@ -136,11 +136,11 @@ class Claim:
         )
 
 
-def _make_locked(out: Path):
+def _make_locked(out: Path, option: str = "--out"):
     """Create `out` if needed and lock it; on a refusal, remove what was created."""
-    created = _make(out)
+    created = _make(out, option)
     try:
-        _lock(out)
+        _lock(out, option)
     except BaseException:
         _undo(created)
         raise
@@ -183,11 +183,7 @@ def update(out: Path, kind: str = "run"):
     out = Path(out)
     if out.is_symlink():
         check_target(out, kind, False)
-    try:
-        created = _make_locked(out)
-    except UserError as exc:  # verify/localize take DIR, not --out: name what the user gave
-        allowed = exc.allowed.replace(" or choose another --out", ", then run it again")
-        raise UserError(exc.file, "DIR", exc.value, allowed) from None
+    created = _make_locked(out, "DIR")  # verify/localize take DIR, not --out
     try:
         c = Claim(out, kind, created)
         c._foreign = set(foreign_paths(out, kind))
@@ -198,12 +194,12 @@ def update(out: Path, kind: str = "run"):
         unlock(out)
 
 
-def _lock(out: Path) -> None:
+def _lock(out: Path, option: str) -> None:
     try:
-        lock(out)
+        lock(out, option)
     except OSError as exc:
-        raise io_error(out, exc) or UserError(
-            None, "--out", str(out), f"cannot take its lock ({exc.strerror}: {exc.filename})"
+        raise io_error(out, exc, option=option) or UserError(
+            None, option, str(out), f"cannot take its lock ({exc.strerror}: {exc.filename})"
         ) from None
 
 
@@ -214,7 +210,7 @@ def _sweep_building(out: Path) -> None:
             shutil.rmtree(stale, ignore_errors=True)
 
 
-def _make(out: Path) -> list[Path]:
+def _make(out: Path, option: str = "--out") -> list[Path]:
     """Create out/.simconform (and out and its parents); return what was created."""
     created = []
     for p in reversed([out / BOOK, out, *out.parents]):
@@ -226,11 +222,11 @@ def _make(out: Path) -> list[Path]:
             continue
         except OSError as exc:
             _undo(created)
-            raise io_error(out, exc) or exc from None
+            raise io_error(out, exc, option=option) or exc from None
         created.append(p)
     if (out / BOOK).is_symlink() or not (out / BOOK).is_dir():
         _undo(created)
-        raise UserError(None, "--out", str(out), f"{BOOK} there is not simconform's folder")
+        raise UserError(None, option, str(out), f"{BOOK} there is not simconform's folder")
     return created
 
 
@@ -257,18 +253,20 @@ _PLACE_ERRORS = {
 }
 
 
-def io_error(out: Path, exc: BaseException, what: str = "") -> UserError | None:
+def io_error(
+    out: Path, exc: BaseException, what: str = "", option: str = "--out"
+) -> UserError | None:
     """The UserError for a write failure that is about the place (full disk, read-only, ...),
-    or None for any other error."""
+    or None for any other error; `option` is how the user named the folder (--out or DIR)."""
     if not isinstance(exc, OSError) or exc.errno not in _PLACE_ERRORS:
         return None
     where = f" writing {exc.filename}" if getattr(exc, "filename", None) else ""
+    then = "choose another --out" if option == "--out" else "make room there, then run it again"
     return UserError(
         None,
-        "--out",
+        option,
         str(out),
-        f"{_PLACE_ERRORS[exc.errno]} ({os.strerror(exc.errno)}{where}){what}; free space or "
-        "choose another --out",
+        f"{_PLACE_ERRORS[exc.errno]} ({os.strerror(exc.errno)}{where}){what}; free space or {then}",
     )
 
 

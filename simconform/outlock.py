@@ -41,9 +41,10 @@ def session():
             _release(key)
 
 
-def lock(out: Path) -> int:
+def lock(out: Path, option: str = "--out") -> int:
     """Take DIR/.simconform/lock (re-entrant within this process); UserError naming the holder
-    when another process has it."""
+    when another process has it, under `option`: how the user named the folder (`--out`, or
+    `DIR` for commands that add to an existing run)."""
     key = os.path.realpath(out)
     if key in _held:
         _held[key][1] += 1
@@ -56,11 +57,12 @@ def lock(out: Path) -> int:
         except BlockingIOError:
             holder = _holder(fd)
             os.close(fd)
+            then = " or choose another --out" if option == "--out" else ", then run it again"
             raise UserError(
                 None,
-                "--out",
+                option,
                 str(out),
-                f"is being written by {holder}; wait for it to finish or choose another --out",
+                f"is being written by {holder}; wait for it to finish{then}",
             ) from None
         # the file may have been replaced between open and flock: lock the one on disk
         try:

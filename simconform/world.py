@@ -7,15 +7,14 @@ The map frame's origin is anchored to WGS84 by `origin`, which GNSS truth and th
 from __future__ import annotations
 
 import itertools
-import re
 from pathlib import Path
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import AfterValidator, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from simconform.errors import UserError, load_yaml, validate
-from simconform.fields import Angle, Coord, Direction, Name, Rpy, Strict, Vec3
+from simconform.fields import Angle, ClassName, Coord, Direction, Name, Rpy, Strict, Vec3
 
 Color = tuple[
     Annotated[float, Field(ge=0, le=1)],
@@ -35,17 +34,6 @@ class Light(Strict):
     direction: Direction = (-0.4, -0.3, -1.0)
     ambient: float = Field(0.3, ge=0, le=1)
     diffuse: float = Field(0.7, ge=0, le=1)
-
-
-# A world object's class: what it is to a perception stack ("car", "pole", or a nuScenes
-# category such as "vehicle.car"); dataset exports and ground-truth boxes name it.
-def _class_name(v: str) -> str:
-    if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,100}", v):
-        raise ValueError("expected 1-100 letters, digits, _ . - (car, pole, vehicle.car)")
-    return v
-
-
-ClassName = Annotated[str, AfterValidator(_class_name)]
 
 
 class _Primitive(Strict):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import norm
 
 MAX_HIST = 50_000
 
@@ -78,7 +79,7 @@ def hist_axis(ax, name: str, f: dict, title: str, rng=None) -> None:
         x = np.linspace(lo, hi, 400)
         ax.plot(
             x,
-            np.exp(-0.5 * ((x - b) / s) ** 2) / (s * np.sqrt(2 * np.pi)),
+            norm.pdf(x, b, s),
             "k-",
             lw=1.5,
             label=label,
@@ -87,7 +88,7 @@ def hist_axis(ax, name: str, f: dict, title: str, rng=None) -> None:
             c, sc = f["bias"], f["sigma"]
             ax.plot(
                 x,
-                np.exp(-0.5 * ((x - c) / sc) ** 2) / (sc * np.sqrt(2 * np.pi)),
+                norm.pdf(x, c, sc),
                 "--",
                 color="#888888",
                 lw=1,

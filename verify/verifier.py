@@ -66,6 +66,8 @@ def verify_run(
     if not 0.5 <= level < 1:
         raise UserError(None, "--confidence", level, "expected a level in [0.5, 1)")
     manifest = load_manifest(run_dir)
+    if write and run_state(manifest) == "recording":
+        _not_being_written(run_dir)
     try:
         spec = Spec.model_validate(manifest["spec_content"])
         origin = Origin.model_validate(manifest["world_content"]["origin"])
@@ -205,6 +207,15 @@ def _returns_per_sweep(accs: dict) -> dict[str, float]:
         for n, a in accs.items()
         if hasattr(a, "finite_truth") and a.pub_stamps
     }
+
+
+def _not_being_written(run_dir: Path) -> None:
+    """A run still recording holds its folder's lock: refuse at once, naming the writer, rather
+    than judge a bag that is still growing (or find no complete chunk in it yet)."""
+    from simconform.outdir import update
+
+    with update(run_dir, "run"):
+        pass
 
 
 def _open_bag(run_dir: Path, manifest: dict) -> SourceBag:
