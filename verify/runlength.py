@@ -52,7 +52,8 @@ def auto_length(plan: Plan, span_s: float) -> Auto:
     plan's power, at most the trajectory's span."""
     ok = [m for m in plan.metrics if m.duration_s is not None]
     stuck = [m for m in plan.metrics if m.duration_s is None]
-    t = run_length(ok, plan.power)
+    # plan_inputs already searched the joint length when every metric can become conclusive
+    t = plan.run_s if not stuck and plan.run_s is not None else run_length(ok, plan.power)
     capped = t is None or t > span_s + 1e-9
     seconds = span_s if capped else t
     return Auto(seconds, stuck, capped, joint_power(ok, seconds))

@@ -156,10 +156,11 @@ def run(
         max_memory=None if max_memory is None else parse_size(max_memory, "--max-memory"),
         max_disk=None if max_disk is None else parse_size(max_disk, "--max-disk"),
     )
+    sample_plan = None
     if auto:
-        cfg.duration = choose_duration(cfg, confidence, power)
+        cfg.duration, sample_plan = choose_duration(cfg, confidence, power)
     if dry_run:
-        print_plan(cfg, confidence, power)
+        print_plan(cfg, confidence, power, sample_plan)
         return
     shown = progress_of(progress, quiet)
     with session():  # --out stays locked from the first capture to the last report file
@@ -187,16 +188,18 @@ def parse_duration(text: str | None) -> float | None:
         raise UserError(None, "--duration", text, "expected seconds > 0 or auto") from None
 
 
-def choose_duration(cfg, confidence: float, power: float) -> float:
+def choose_duration(cfg, confidence: float, power: float):
     """--duration auto: the plan's length for every metric (verify/runlength.py auto_length),
-    said on stderr with what it could not reach."""
+    said on stderr with what it could not reach; returns (seconds, the plan), so --dry-run
+    shows the same plan without casting its lidar probes again."""
     from simconform.cli.plan import make_plan
     from simconform.run import load_inputs
     from simconform.verify.runlength import auto_length
 
     inp = load_inputs(cfg)
     span = (inp.end_ns - inp.start_ns) / 1e9
-    auto = auto_length(make_plan(inp, confidence, power), span)
+    sample_plan = make_plan(inp, confidence, power)
+    auto = auto_length(sample_plan, span)
     err.print(
         f"--duration auto: {auto.seconds:g} s, where every metric that can become conclusive "
         f"PASSes with {power:.0%} power if the sensors conform (P(all) ~ {auto.power:.2f})"
@@ -209,12 +212,13 @@ def choose_duration(cfg, confidence: float, power: float) -> float:
             f"any length: {m.why}",
             soft_wrap=True,
         )
-    return auto.seconds
+    return auto.seconds, sample_plan
 
 
-def print_plan(cfg, confidence: float = 0.95, power: float = 0.8) -> None:
-    """--dry-run: the plan's sections as tables (with the sample-size plan: simconform plan);
-    exit 2 with the refusal the run would meet."""
+def print_plan(cfg, confidence: float = 0.95, power: float = 0.8, sample_plan=None) -> None:
+    """--dry-run: the plan's sections as tables (with the sample-size plan: simconform plan,
+    or `sample_plan` when --duration auto already made it); exit 2 with the refusal the run
+    would meet."""
     from simconform.cli.plan import make_plan, plan_sections, print_section
     from simconform.runplan import plan_run
 
@@ -222,7 +226,8 @@ def print_plan(cfg, confidence: float = 0.95, power: float = 0.8) -> None:
         inp = ctx.prepared.inputs
         length = (inp.end_ns - inp.start_ns) / 1e9
         span = (inp.trajectory.end_ns - inp.trajectory.start_ns) / 1e9
-        return plan_sections(make_plan(inp, confidence, power), span, length)
+        made = sample_plan or make_plan(inp, confidence, power)
+        return plan_sections(made, span, length)
 
     plan = plan_run(cfg, extra=[sample_size])
     console = stdout_console()
