@@ -71,10 +71,11 @@ class BruteMesh:
         lo, hi = tri.reshape(-1, 3).min(axis=0), tri.reshape(-1, 3).max(axis=0)
         self.center = 0.5 * (lo + hi)
         self.half = 0.5 * (hi - lo)
-        v0 = tri[:, 0] - self.center
-        e1 = tri[:, 1] - tri[:, 0]
-        e2 = tri[:, 2] - tri[:, 0]
-        n = np.cross(e1, e2)
+        # The triangle terms, kept for MeshCaster's float64 re-intersection.
+        self.v0 = v0 = tri[:, 0] - self.center
+        self.e1 = e1 = tri[:, 1] - tri[:, 0]
+        self.e2 = e2 = tri[:, 2] - tri[:, 0]
+        self.n = n = np.cross(e1, e2)
         self.radius = float(np.max(np.linalg.norm(tri.reshape(-1, 3) - self.center, axis=1)))
         self.n_tri = len(tri)
         zero = np.zeros_like(n)
@@ -160,13 +161,10 @@ class MeshCaster:
     """One mesh for `Scene`: Embree's float32 BVH picks, float64 Möller–Trumbore measures."""
 
     def __init__(self, tri: np.ndarray) -> None:
-        self.brute = BruteMesh(tri)
-        self.center, self.radius = self.brute.center, self.brute.radius
+        self.brute = b = BruteMesh(tri)
+        self.center, self.radius = b.center, b.radius
         tri = np.asarray(tri, dtype=float)
-        self._v0 = tri[:, 0] - self.center
-        self._e1 = tri[:, 1] - tri[:, 0]
-        self._e2 = tri[:, 2] - tri[:, 0]
-        n = np.cross(self._e1, self._e2)
+        self._v0, self._e1, self._e2, n = b.v0, b.e1, b.e2, b.n
         nn = np.linalg.norm(n, axis=1)
         self._nn = nn
         edges = np.stack([self._e2, self._e1, self._e2 - self._e1], axis=1)  # opposite v1, v2, v0
@@ -180,7 +178,6 @@ class MeshCaster:
         # Float32 error of a position in a ray started near the mesh (see `cast`), in metres.
         self._tol = _F32_SLACK * (4.0 * self.radius + 1e-3)
         self.n_tri = len(tri)
-        self._half = np.max(np.abs(tri.reshape(-1, 3) - self.center), axis=0)
         self._scene = None
         self._tri = tri
 
@@ -342,17 +339,11 @@ class MeshCaster:
 
     def _in_box(self, o, d, miss, tol, t_min, t_max) -> np.ndarray:
         """Mask over `miss`: rays that cross the mesh's bounding box, grown by the probe step."""
-        h = self._half + 2 * _PROBE * tol
         om = o if o.ndim == 1 else o[miss]
-        tn, tf = np.full(len(miss), -np.inf), np.full(len(miss), np.inf)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            for i in range(3):  # NaN (origin on a face, ray parallel) is skipped by fmin/fmax
-                inv = 1.0 / d[miss, i]
-                hi = h[:, i] if h.ndim == 2 else h[i]
-                oi = om[:, i] if om.ndim == 2 else om[i]
-                t1, t2 = (-hi - oi) * inv, (hi - oi) * inv
-                tn = np.fmax(tn, np.fmin(t1, t2))
-                tf = np.fmin(tf, np.fmax(t1, t2))
+        lo, hi = slab(
+            np.broadcast_to(om, (len(miss), 3)), d[miss], self.brute.half + 2 * _PROBE * tol
+        )
+        tn, tf = lo.max(axis=1, initial=-np.inf), hi.min(axis=1, initial=np.inf)
         return (tn <= tf) & (tf >= t_min - tol) & (tn <= t_max + tol)
 
     def _probe(self, o32, d, far32, miss, tol) -> np.ndarray:
