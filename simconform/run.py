@@ -338,7 +338,7 @@ def _record(
     try:
         with StopFlag() as stop:
             for i, (t, w) in enumerate(zip(times.tolist(), who.tolist())):
-                if stop.signal:
+                if stop.signal and t >= now:  # an instant begun is finished: [start, now) whole
                     result.stopped_by = stop.signal
                     break
                 if w < 0:
@@ -352,8 +352,9 @@ def _record(
                 else:
                     try:
                         truth, xyz, q = feeds[w].next(t, stop)
-                    except Stopped:
+                    except Stopped:  # a worker kept us waiting after the signal
                         result.stopped_by = stop.signal
+                        now = min(now, t)  # this instant is not whole: the span ends before it
                         break
                     published = pipelines[w].process(truth, t)
                     recorders[w].record(t, truth, published, xyz, q)
