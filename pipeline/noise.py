@@ -12,6 +12,7 @@ import numpy as np
 
 from simconform.adapters.base import CameraTruth, GnssTruth, ImuTruth, LidarTruth, OdomTruth
 from simconform.frames import wrap_angle
+from simconform.pipeline.image_noise import draw_image_noise
 from simconform.spec import CameraSpec, GnssSpec, ImuSpec, LidarSpec, OdomSpec
 
 
@@ -116,7 +117,8 @@ class OdomNoise:
 
 class ImageNoise:
     """bias + sigma * N(0, 1) per pixel and channel, then clamp to [0, 255] and round to uint8:
-    the stages a real camera's output goes through, which the verifier accounts for."""
+    the stages a real camera's output goes through, which the verifier accounts for. Drawn
+    from that output's exact discrete distribution by table (pipeline/image_noise.py)."""
 
     def __init__(self, spec: CameraSpec, rng: np.random.Generator) -> None:
         self.bias = np.float32(spec.noise.intensity.bias)
@@ -125,11 +127,13 @@ class ImageNoise:
 
     def apply(self, s: CameraTruth) -> CameraTruth:
         return CameraTruth(
-            image=apply_image_noise(s.image, self.bias, self.sigma, self.rng), depth=s.depth
+            image=draw_image_noise(s.image, self.bias, self.sigma, self.rng), depth=s.depth
         )
 
 
 def apply_image_noise(image: np.ndarray, bias, sigma, rng: np.random.Generator) -> np.ndarray:
+    """The camera noise model written out per pixel in float32: the definition the table
+    sampler (pipeline/image_noise.py) is tested and benchmarked against."""
     x = rng.standard_normal(image.shape, dtype=np.float32)
     x *= sigma
     x += image

@@ -22,7 +22,7 @@ from scipy.special import ndtr
 
 from simconform.bag.messages import image_array
 from simconform.pipeline.encode import decode_image, encode_jpeg
-from simconform.pipeline.noise import apply_image_noise
+from simconform.pipeline.image_noise import draw_image_noise
 from simconform.pipeline.rng import stable_id
 from simconform.spec import CameraSpec
 from simconform.verify import stats
@@ -100,7 +100,7 @@ class CameraAccumulator(Accumulator):
     def _jpeg_prediction(self, truth: np.ndarray) -> tuple[float, float, float]:
         s: CameraSpec = self.spec
         n = s.noise.intensity
-        noisy = apply_image_noise(truth, np.float32(n.bias), np.float32(n.sigma), self.rng)
+        noisy = draw_image_noise(truth, np.float32(n.bias), np.float32(n.sigma), self.rng)
         sim = decode_image(encode_jpeg(noisy, s.jpeg_quality, s.jpeg_subsampling))
         e = sim.astype(np.int16) - truth.astype(np.int16)
         alone = decode_image(encode_jpeg(truth, s.jpeg_quality, s.jpeg_subsampling))

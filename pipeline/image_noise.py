@@ -1,0 +1,78 @@
+"""Camera intensity noise drawn from its exact discrete distribution, by table lookup.
+
+A camera's published pixel is round(clamp(v + bias + sigma * Z, 0, 255)) for a clean 8-bit
+value v and a standard normal Z. The output has only 256 values, so for each v its
+distribution is a fixed discrete one: P(out <= k | v) = Phi((k + 0.5 - v - bias) / sigma) for
+k < 255 (a value below 0.5 clamps and rounds to 0, one at or above 254.5 to 255). Drawing
+that distribution directly costs one small random integer and one table lookup per pixel
+instead of a float32 normal (the normal draw was 7.6 of the 8.8 ms a 640 x 480 frame took).
+
+Sampling is inversion of that CDF with a uniform U: out = #{k : CDF_k <= U}. U's top 14 bits
+pick a cell of a precomputed (256 x 16,384) table, which holds the answer wherever no CDF
+boundary falls inside the cell; for the few pixels whose cell holds a boundary (about
+(boundaries within reach) / 16,384 of them), U gets 53 more random bits and the boundaries
+of that pixel's row are compared in float64. So the draws follow the exact distribution to
+float64 precision, with no 2^-14 quantisation anywhere.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+from scipy.special import ndtr
+
+_BITS = 14
+_CELLS = 1 << _BITS
+_FLAG = np.uint16(1 << 8)  # table entry bit: a CDF boundary lies inside this cell
+
+
+@lru_cache(maxsize=8)
+def _tables(bias: float, sigma: float) -> tuple[np.ndarray, np.ndarray]:
+    """(cdf (256, 255) float64, table (256 * 16384,) uint16) for one (bias, sigma > 0)."""
+    v = np.arange(256.0)[:, None]
+    k = np.arange(255.0)[None, :]
+    cdf = ndtr((k + 0.5 - v - bias) / sigma)
+    lo = np.arange(_CELLS) / _CELLS
+    hi = (np.arange(_CELLS) + 1) / _CELLS
+    table = np.empty((256, _CELLS), dtype=np.uint16)
+    for row in range(256):
+        first = np.searchsorted(cdf[row], lo, side="right")  # #{CDF_k <= cell start}
+        inside = np.searchsorted(cdf[row], hi, side="left") != first  # a CDF_k in (lo, hi)
+        table[row] = first.astype(np.uint16) | (inside.astype(np.uint16) << 8)
+    return cdf, table.reshape(-1)
+
+
+def exact_probabilities(bias: float, sigma: float) -> np.ndarray:
+    """P(out = k | v) as a (256, 256) array: the distribution the draws follow (tests)."""
+    if sigma == 0:
+        p = np.zeros((256, 256))
+        p[np.arange(256), _deterministic(bias)] = 1.0
+        return p
+    cdf, _ = _tables(float(bias), float(sigma))
+    full = np.concatenate([np.zeros((256, 1)), cdf, np.ones((256, 1))], axis=1)
+    return np.diff(full, axis=1)
+
+
+def _deterministic(bias: float) -> np.ndarray:
+    """sigma = 0: the clean value shifted, clamped and rounded, per clean value."""
+    x = np.arange(256, dtype=np.float32) + np.float32(bias)
+    return np.rint(np.clip(x, 0, 255)).astype(np.uint8)
+
+
+def draw_image_noise(image: np.ndarray, bias, sigma, rng: np.random.Generator) -> np.ndarray:
+    """round(clamp(image + bias + sigma * N(0, 1), 0, 255)) as uint8, per pixel and channel."""
+    image = np.asarray(image, dtype=np.uint8)
+    if float(sigma) == 0:
+        return _deterministic(float(bias))[image]
+    cdf, table = _tables(float(bias), float(sigma))
+    # full-range 16-bit draws are numpy's fast path (a bounded 14-bit draw costs 5x more)
+    r = rng.integers(0, 1 << 16, size=image.shape, dtype=np.uint16) >> (16 - _BITS)
+    entry = table[(image.astype(np.int32) << _BITS) | r]
+    out = entry.astype(np.uint8)  # the low byte: the answer, where the cell holds no boundary
+    doubt = np.flatnonzero(entry >= _FLAG)
+    if doubt.size:
+        v = image.reshape(-1)[doubt]
+        u = (r.reshape(-1)[doubt] + rng.random(doubt.size)) / _CELLS
+        out.reshape(-1)[doubt] = (cdf[v] <= u[:, None]).sum(axis=1)
+    return out
