@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.spatial.transform import Rotation
 
+from conftest import cli, demo_world, write_yaml
 from simconform.actors import ActorSet, MovingScene
 from simconform.adapters.reference import ReferenceBackend
 from simconform.bag.reader import open_bag
@@ -17,7 +18,6 @@ from simconform.raycast import Scene
 from simconform.spec import load_spec
 from simconform.trajectory import load_trajectory
 from simconform.world import World, load_world
-from conftest import cli, demo_world, write_yaml
 
 T0 = 1_704_067_200_000_000_000
 
