@@ -1,7 +1,9 @@
 """Dense-world ray casting: Scene (the BVH) against Embree on the same geometry, one core.
 
 Workloads: worlds/demo.yaml; seeded city-like worlds of 2,000 and 20,000 boxes and cylinders
-(poles) over 2 x 2 km with a ground plane; the 98,568-triangle terrain of bench/meshes.py.
+(poles) over 2 x 2 km with a ground plane; the 98,568-triangle terrain of bench/meshes.py;
+worlds/urban.yaml (3,864 objects on a 36,450-triangle terrain mesh, its actors left out) from
+the start of its drive.
 Each under a 16 x 1800 (VLP-16) and a 128 x 2048 lidar. Embree (embreex, float32, DISTANCE)
 casts the same rays against the same geometry triangulated (boxes: 12 triangles, cylinders:
 32 sides, spheres: icospheres, the plane: a 20 km quad), in the same process. The process is
@@ -9,7 +11,7 @@ pinned to one CPU (sched_setaffinity), so Embree's thread pool and numba both ge
 Prints rays/s of each, their ratio, the peak memory one Scene scan allocates (tracemalloc),
 and writes a log-log plot of rays/s against primitives to --out.
 
-    python bench/raycast_dense.py [--repeats 3] [--out raycast_dense.png] [--quick]
+    python bench/raycast_dense.py [--repeats 3] [--out raycast_dense.png] [--quick] [--only urban]
 """
 
 from __future__ import annotations
@@ -160,13 +162,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="timed scans; the best counts")
     parser.add_argument("--out", type=Path, default=None, help="log-log plot (PNG) to write")
     parser.add_argument("--quick", action="store_true", help="16 x 1800 only")
+    parser.add_argument("--only", default=None, help="workloads whose name contains this")
     args = parser.parse_args(argv)
     worlds = {
         "demo": (lambda: load_world(ROOT / "worlds" / "demo.yaml"), [0.0, -18.0, 1.2]),
         "city 2k": (lambda: city(2000), [3.0, 4.0, 1.8]),
         "city 20k": (lambda: city(20000), [3.0, 4.0, 1.8]),
         "terrain 98k tri": (terrain_world, [3.0, 4.0, 5.0]),
+        "urban": (lambda: load_world(ROOT / "worlds" / "urban.yaml"), [23.7, -1.9, 1.55]),
     }
+    worlds = {k: v for k, v in worlds.items() if args.only is None or args.only in k}
     patterns = {k: v for k, v in PATTERNS.items() if k == "16x1800" or not args.quick}
     print(f"one core, best of {args.repeats}; load average {os.getloadavg()[0]:.1f}")
     print(

@@ -3,8 +3,9 @@
 With `localize: true` every cell also holds RUN/localization/localization.json (simconform
 localize). Per (backend, variant, world) the cells' APE RMSE gives a mean with a Student-t
 interval across seeds at the campaign's confidence, the RPE and drift their means, and the
-spec's `localization:` tolerance a pass count; the plot draws APE against the variants in the
-file's order (a noise-scale sweep reads left to right).
+spec's `localization:` tolerance a pass count. The plot draws APE against the noise scale on a
+log axis where every variant is one (`noise_scale`, or none: 1), else against the variants in
+the file's order.
 """
 
 from __future__ import annotations
@@ -27,11 +28,20 @@ def _mean_ci(values: list[float], level: float) -> tuple[float, list[float] | No
     return m, [m - half, m + half]
 
 
+def noise_scales(variants) -> dict[str, float] | None:
+    """Each variant's noise scale where the variants differ only in it, else None."""
+    if not isinstance(variants, dict) or any(set(o) - {"noise_scale"} for o in variants.values()):
+        return None
+    scales = {v: float(o.get("noise_scale", 1.0)) for v, o in variants.items()}
+    return scales if len(set(scales.values())) == len(scales) else None
+
+
 def localization_rows(out: Path, meta: dict, records: list[dict]) -> list[dict]:
     """One row per (backend, variant, world) whose cells localized."""
     if not meta.get("localize"):
         return []
     order = {v: i for i, v in enumerate(meta["variants"])}
+    scales = noise_scales(meta["variants"])
     groups: dict[tuple, list[dict]] = {}
     for r in records:
         try:
@@ -53,6 +63,7 @@ def localization_rows(out: Path, meta: dict, records: list[dict]) -> list[dict]:
                 "variant": variant,
                 "scene": scene,
                 "cells": len(cells),
+                **({"noise_scale": scales[variant]} if scales else {}),
                 "ape_rmse_m": {"mean": ape_mean, "ci": ape_ci},
                 "rpe_trans_pct_mean": float(np.mean(rpe)) if rpe else None,
                 "drift_pct_mean": float(np.mean([c["drift_pct"] for c in cells])),
@@ -109,13 +120,23 @@ def plot(path: Path, rows: list[dict]) -> Path | None:
     for r in rows:
         series.setdefault((r["backend"], r["scene"]), []).append(r)
     for (backend, scene), rs in series.items():
-        x = np.arange(len(rs))
+        numeric = all("noise_scale" in r for r in rs)
+        x = np.array([r["noise_scale"] for r in rs]) if numeric else np.arange(len(rs))
         y = np.array([r["ape_rmse_m"]["mean"] for r in rs])
         lo = np.array([y[i] - (r["ape_rmse_m"]["ci"] or [y[i]])[0] for i, r in enumerate(rs)])
         hi = np.array([(r["ape_rmse_m"]["ci"] or [0, y[i]])[1] - y[i] for i, r in enumerate(rs)])
         ax.errorbar(x, y, yerr=[lo, hi], marker="o", capsize=4, label=f"{backend}, {scene}")
-        ax.set_xticks(x, [r["variant"] for r in rs])
-    ax.set(xlabel="variant", ylabel="APE RMSE (m)", title="Localization against the variants")
+        if numeric:
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(x, [f"{v:g}" for v in x])
+        else:
+            ax.set_xticks(x, [r["variant"] for r in rs])
+    numeric = all("noise_scale" in r for r in rows)
+    ax.set(
+        xlabel="noise scale (times the spec's noise sigmas)" if numeric else "variant",
+        ylabel="APE RMSE (m)",
+        title="Localization against the " + ("noise scale" if numeric else "variants"),
+    )
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()

@@ -175,6 +175,7 @@ def test_campaign_localizes_every_cell_and_plots_ape_against_the_variants(street
     report = json.loads((out / "campaign.json").read_text())
     rows = report["localization"]
     assert [r["variant"] for r in rows] == ["nominal", "noise3x"]
+    assert [r["noise_scale"] for r in rows] == [1.0, 3.0]  # a noise sweep: plotted against it
     for r in rows:
         assert r["cells"] == 2 and len(r["per_seed"]) == 2
         lo, hi = r["ape_rmse_m"]["ci"]

@@ -54,6 +54,7 @@ WHEELBASE_M, TRACK_M, CONTACT_M = 2.7, 1.6, 0.3
 RATE_HZ = 50
 SEED = 19
 ACCEL = 1.5  # m/s^2, speeding up and braking
+WALK_M = 1.9  # pedestrians walk this far from the building line (urban_parts.furniture)
 GRAIN_M = 0.03  # road texture: each terrain vertex up to this much up or down
 
 
@@ -291,7 +292,7 @@ def actors(size: Size, terrain: Terrain, slabs) -> list[dict]:
         {"name": "car_east", "class": "vehicle.car", "shape": car([0.9, 0.9, 0.9]),
          "path": path(line((c + 16, -e), (2 * c + far, -e), 4.0), 6.0, road, True), "loop": True},
         {"name": "ped_sidewalk", "class": "human.pedestrian.adult", "shape": ped([0.9, 0.7, 0.1]),
-         "path": path(line((w + 2, w - 1.2), (c - w - 2, w - 1.2), 2.0), 1.4, walk, True),
+         "path": path(line((w + 2, w - WALK_M), (c - w - 2, w - WALK_M), 2.0), 1.4, walk, True),
          "loop": True},
         {"name": "ped_crossing", "class": "human.pedestrian.adult", "shape": ped([0.2, 0.8, 0.8]),
          "path": path(line((2 * c - w + 1, c / 2), (2 * c + w - 1, c / 2), 1.0), 1.2, walk, True),

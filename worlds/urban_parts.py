@@ -255,7 +255,8 @@ KINDS = ["lamp", "tree", "tree", "bin", "bollards", "bench", "wall", "sign", "bi
 
 def furniture(b: Builder, f: Frontage, s0: float, s1: float, z_at, rng) -> None:
     """Sidewalk furniture between s0 and s1 on frontage f: lamps, trees, bins, bollards,
-    benches, low walls. z_at(x, y): the sidewalk top there."""
+    benches, low walls, bicycles. z_at(x, y): the sidewalk top there. The band 1.4-2.4 m from
+    the building line stays clear: pedestrians walk there (make_urban.WALK_M)."""
     kerb = SIDEWALK_M
     s = s0 + float(rng.uniform(2, 10))
     while s < s1 - 2:
@@ -269,7 +270,7 @@ def furniture(b: Builder, f: Frontage, s0: float, s1: float, z_at, rng) -> None:
             b.box("lamp_arm", "static.pole", (ax, ay, z + h - 0.1), (0.15, 2.0, 0.12), f.yaw,
                   (0.3, 0.3, 0.3))  # fmt: skip
         elif kind == "tree":
-            x, y = f.xy(s, kerb - 1.3)
+            x, y = f.xy(s, kerb - 0.8)
             z = z_at(x, y)
             th = float(rng.uniform(2.2, 3.5))
             cr = float(rng.uniform(1.0, 1.8))
@@ -280,7 +281,7 @@ def furniture(b: Builder, f: Frontage, s0: float, s1: float, z_at, rng) -> None:
                        (0.25, 0.5, 0.2), 0.3)  # fmt: skip
         elif kind == "bin":
             h = float(rng.uniform(0.7, 1.3))
-            x, y = f.xy(s, rng.uniform(0.6, kerb - 0.4))
+            x, y = f.xy(s, rng.uniform(kerb - 0.65, kerb - 0.4))
             b.cylinder("bin", "static.other", (x, y, z_at(x, y) + h / 2), rng.uniform(0.25, 0.4),
                        h, (0.2, 0.35, 0.25))  # fmt: skip
         elif kind == "bollards":
@@ -306,12 +307,12 @@ def furniture(b: Builder, f: Frontage, s0: float, s1: float, z_at, rng) -> None:
             b.fbox(f, "low_wall", "static.barrier", s, s + length, e - 0.2, e + 0.2, zz - 0.1,
                    zz + h, (0.55, 0.5, 0.45))  # fmt: skip
             s += length
-        elif kind == "bikes":  # a rack of parked bicycles, across the sidewalk
+        elif kind == "bikes":  # bicycles parked along the building line
             for k in range(int(rng.integers(2, 6))):
-                x, y = f.xy(s + 0.7 * k, 1.6)
-                b.box("bicycle", "vehicle.bicycle", (x, y, z_at(x, y) + 0.55), (0.06, 1.7, 0.7),
+                x, y = f.xy(s + 1.9 * k, 0.5)
+                b.box("bicycle", "vehicle.bicycle", (x, y, z_at(x, y) + 0.55), (1.7, 0.06, 0.7),
                       f.yaw, (0.2, 0.2, 0.6))  # fmt: skip
-            s += 0.7 * k
+            s += 1.9 * k
         elif kind == "hydrant":
             b.cylinder("hydrant", "static.other", (x, y, z + 0.35), 0.12, 0.7, (0.8, 0.1, 0.1))
         else:
