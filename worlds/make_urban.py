@@ -33,7 +33,7 @@ import yaml
 from scipy.spatial.transform import Rotation
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from urban_parts import (  # noqa: E402
+from urban_parts import (
     KERB_M,
     SIDEWALK_M,
     Builder,
@@ -184,7 +184,7 @@ def loop_path(size: Size, ds: float = 0.02) -> tuple[np.ndarray, np.ndarray, np.
     kappa = []
     for i, (p, turn) in enumerate(pts):
         straight = math.dist(pts[i - 1][0], p) - 2 * a
-        kappa += [np.zeros(int(round(straight / ds))), turn * kc]
+        kappa += [np.zeros(round(straight / ds)), turn * kc]
     k = np.concatenate(kappa)
     heading = np.r_[0, np.cumsum(k[:-1] * ds)]
     x = pts[-1][0][0] + a + np.r_[0, np.cumsum(np.cos(heading[:-1]) * ds)]
@@ -195,12 +195,12 @@ def loop_path(size: Size, ds: float = 0.02) -> tuple[np.ndarray, np.ndarray, np.
 def drive(size: Size, terrain: Terrain, start_m: float = 15.0):
     """Times, positions and rotations of base_link at RATE_HZ, one lap from start_m along the
     first street back to it, moving at both ends (KISS-ICP's constant-velocity model starts
-    at rest, and a slow start on a near-flat road lets it lag by metres); speed limited by lateral (2 m/s^2) and longitudinal (ACCEL)
-    acceleration."""
+    at rest, and a slow start on a near-flat road lets it lag by metres); speed limited by
+    lateral (2 m/s^2) and longitudinal (ACCEL) acceleration."""
     xy, heading, k = loop_path(size)
     ds = 0.02
     n = len(k)
-    shift = int(round(start_m / ds))
+    shift = round(start_m / ds)
     xy, heading, k = (np.roll(v, -shift, axis=0) for v in (xy, heading, k))
     heading = np.unwrap(heading)
     v = np.minimum(size.v_straight, np.sqrt(2.0 / np.maximum(np.abs(k), 1e-9)))
@@ -271,7 +271,7 @@ def actors(size: Size, terrain: Terrain, slabs) -> list[dict]:
         return out
 
     def line(a, b, step):
-        n = max(1, int(math.ceil(math.dist(a, b) / step)))
+        n = max(1, math.ceil(math.dist(a, b) / step))
         return [(a[0] + (b[0] - a[0]) * i / n, a[1] + (b[1] - a[1]) * i / n) for i in range(n + 1)]
 
     road = terrain.height
@@ -325,8 +325,14 @@ def generate(out: Path, size_name: str = "full") -> dict:
         "origin": {"lat": 48.262, "lon": 11.668, "alt": 480.0},
         "sky_color": [0.55, 0.7, 0.9],
         "objects": [
-            {"type": "mesh", "name": "terrain", "class": "flat.terrain", "file": mesh_rel,
-             "color": [0.35, 0.35, 0.37], "reflectivity": 0.25},  # fmt: skip
+            {
+                "type": "mesh",
+                "name": "terrain",
+                "class": "flat.terrain",
+                "file": mesh_rel,
+                "color": [0.35, 0.35, 0.37],
+                "reflectivity": 0.25,
+            },
             *b.objects,
         ],
         "actors": actors(size, terrain, slabs),

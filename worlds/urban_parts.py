@@ -42,8 +42,8 @@ class Terrain:
 
     @staticmethod
     def make(x0: float, x1: float, y0: float, y1: float, relief, rng, grain: float) -> Terrain:
-        nx = int(math.ceil((x1 - x0) / TERRAIN_STEP_M)) + 1
-        ny = int(math.ceil((y1 - y0) / TERRAIN_STEP_M)) + 1
+        nx = math.ceil((x1 - x0) / TERRAIN_STEP_M) + 1
+        ny = math.ceil((y1 - y0) / TERRAIN_STEP_M) + 1
         gx = x0 + TERRAIN_STEP_M * np.arange(nx)
         gy = y0 + TERRAIN_STEP_M * np.arange(ny)
         xx, yy = np.meshgrid(gx, gy)
@@ -73,7 +73,8 @@ class Terrain:
     def obj_text(self) -> str:
         lines = [
             "# urban terrain: worlds/make_urban.py, do not edit",
-            f"# {self.nx} x {self.ny} vertices, {TERRAIN_STEP_M} m apart, {self.triangles} triangles",
+            f"# {self.nx} x {self.ny} vertices, {TERRAIN_STEP_M} m apart, "
+            f"{self.triangles} triangles",
         ]
         for j in range(self.ny):
             y = self.y0 + TERRAIN_STEP_M * j
@@ -275,8 +276,9 @@ def furniture(b: Builder, f: Frontage, s0: float, s1: float, z_at, rng) -> None:
             th = float(rng.uniform(2.2, 3.5))
             cr = float(rng.uniform(1.0, 1.8))
             ch = float(rng.uniform(2.0, 3.5))
-            b.cylinder("tree_trunk", "static.vegetation", (x, y, z + th / 2), rng.uniform(0.14, 0.25),
-                       th, (0.4, 0.3, 0.2))  # fmt: skip
+            trunk_r = rng.uniform(0.14, 0.25)
+            b.cylinder("tree_trunk", "static.vegetation", (x, y, z + th / 2), trunk_r, th,
+                       (0.4, 0.3, 0.2))  # fmt: skip
             b.cylinder("tree_crown", "static.vegetation", (x, y, z + th + ch / 2), cr, ch,
                        (0.25, 0.5, 0.2), 0.3)  # fmt: skip
         elif kind == "bin":
