@@ -83,8 +83,8 @@ def run(
     jobs: Annotated[
         int | None,
         typer.Option(
-            help="Worker processes rendering lidar/camera ahead, with their noise and encoding "
-            "(default: CPUs, max 4; 0: in-process).",
+            help="Worker processes rendering lidar/camera ahead (default: CPUs - 1, max 4; "
+            "0: in-process).",
             min=0,
             max=64,
         ),
@@ -152,7 +152,7 @@ def run(
         interpolation=interpolation,
         emulate=emulate,
         force=force,
-        jobs=default_jobs() if jobs is None else jobs,
+        jobs=max(0, min((os.cpu_count() or 1) - 1, 4)) if jobs is None else jobs,
         max_memory=None if max_memory is None else parse_size(max_memory, "--max-memory"),
         max_disk=None if max_disk is None else parse_size(max_disk, "--max-disk"),
     )
@@ -177,14 +177,6 @@ def run(
     if result.stopped_by:
         raise typer.Exit(INTERRUPT_CODES.get(result.stopped_by, 1))
     raise typer.Exit(exit_code(report))
-
-
-def default_jobs() -> int:
-    """One capture worker per CPU (at most 4; none on one CPU): the workers render, add noise
-    and encode, so the main process only orders and writes, and keeps up while they use every
-    core."""
-    cpus = os.cpu_count() or 1
-    return min(cpus, 4) if cpus > 1 else 0
 
 
 def parse_duration(text: str | None) -> float | None:
