@@ -10,6 +10,7 @@ both including the lever arm of the mount.
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from simconform.adapters.base import (
     CameraTruth,
@@ -217,13 +218,35 @@ class ReferenceBackend(SensorBackend):
                 )  # fmt: skip
                 image[r0:r1] = px.reshape(r1 - r0, w, 3)
             else:
-                lit = hits.normal.astype(np.float32) @ self._to_light  # NaN on a miss
-                shade = light.ambient + light.diffuse * np.maximum(lit, 0.0)  # NaN stays NaN
-                shade = np.where(hits.index >= 0, np.minimum(shade, 1.0), 1.0).astype(np.float32)
-                colour = self._albedo255[hits.index] * shade[:, None]
-                colour += 0.5
-                image[r0:r1] = colour.astype(np.uint8).reshape(r1 - r0, w, 3)
+                _lambert(
+                    hits.index, hits.normal, self._albedo255, self._to_light,
+                    np.float32(light.ambient), np.float32(light.diffuse),
+                    image[r0:r1].reshape(-1, 3),
+                )  # fmt: skip
             if depth is not None:
                 # z-depth: the ray's component along the optical axis (body x) is frame-free
                 depth[r0:r1] = hits.dist.reshape(r1 - r0, w) * rays[r0:r1, :, 0]
         return CameraTruth(image=image, depth=depth)
+
+
+@njit(cache=True, nogil=True)
+def _lambert(index, normal, albedo255, to_light, ambient, diffuse, image) -> None:
+    """Lambert shading of one band into `image` (pixels, 3) uint8, in float32 as the camera
+    always shaded: min(ambient + diffuse * max(n . l, 0), 1) times the albedo (x 255), + 0.5,
+    truncated; a miss (index -1) is the sky colour, the albedo table's last row, unshaded."""
+    one, zero, half = np.float32(1.0), np.float32(0.0), np.float32(0.5)
+    for i in range(len(index)):
+        k = index[i]
+        shade = one
+        if k >= 0:
+            n0, n1, n2 = (
+                np.float32(normal[i, 0]),
+                np.float32(normal[i, 1]),
+                np.float32(normal[i, 2]),
+            )
+            lit = n0 * to_light[0] + n1 * to_light[1] + n2 * to_light[2]
+            shade = min(ambient + diffuse * max(lit, zero), one)
+        else:
+            k = len(albedo255) - 1
+        for c in range(3):
+            image[i, c] = np.uint8(albedo255[k, c] * shade + half)

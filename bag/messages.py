@@ -185,14 +185,14 @@ def image_rgb8(img: np.ndarray, stamp: int, frame_id: str):
         encoding="rgb8",
         is_bigendian=0,
         step=3 * w,
-        data=np.frombuffer(np.ascontiguousarray(img).tobytes(), dtype=np.uint8),
+        data=np.ascontiguousarray(img, dtype=np.uint8).reshape(-1),  # a view: no copy
     )
 
 
 def image_depth(depth: np.ndarray, stamp: int, frame_id: str):
     """32FC1 z-depth in metres (REP 118)."""
     h, w = depth.shape
-    data = np.ascontiguousarray(depth, dtype="<f4").tobytes()
+    data = np.ascontiguousarray(depth, dtype="<f4").reshape(-1).view(np.uint8)  # no copy
     return T[IMAGE](
         header=header(stamp, frame_id),
         height=h,
@@ -200,7 +200,7 @@ def image_depth(depth: np.ndarray, stamp: int, frame_id: str):
         encoding="32FC1",
         is_bigendian=0,
         step=4 * w,
-        data=np.frombuffer(data, dtype=np.uint8),
+        data=data,
     )
 
 

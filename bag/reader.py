@@ -176,7 +176,7 @@ class SourceBag:
             for cid, log_ns, raw in s.scan():
                 topic, msgtype, _f, _d = s.conns[cid]
                 if topic in topics:
-                    yield topic, msgtype, log_ns, raw
+                    yield topic, msgtype, log_ns, bytes(raw)
             if not s.clean_end:
                 self.stop_reason = f"{self.open_error}; {s.stop_reason}"
             self.damaged = s.damaged

@@ -24,7 +24,7 @@ from rosbags.interfaces import (
 )
 from rosbags.rosbag2 import CompressionFormat, CompressionMode, StoragePlugin
 
-from simconform.bag.messages import TYPESTORE, serialize
+from simconform.bag.messages import TYPESTORE
 from simconform.bag.storage import CrcWriter
 from simconform.trajectory import format_seconds
 
@@ -72,7 +72,7 @@ class BagRecorder:
             self.writer.set_compression(CompressionMode.STORAGE, CompressionFormat.ZSTD)
         self.writer.open()
         self.connections: dict[str, Any] = {}
-        self.heap: list[tuple[int, int, str, bytes]] = []
+        self.heap: list[tuple[int, int, str, memoryview]] = []
         self.seq = 0
         self.written = 0
 
@@ -86,7 +86,8 @@ class BagRecorder:
     def push(self, topic: str, msgtype: str, msg, log_ns: int) -> None:
         """Queue a message; it is written once the clock passes log_ns."""
         self.connection(topic, msgtype)
-        heapq.heappush(self.heap, (int(log_ns), self.seq, topic, serialize(msg, msgtype)))
+        data = TYPESTORE.serialize_cdr(msg, msgtype)  # a memoryview: written, never copied
+        heapq.heappush(self.heap, (int(log_ns), self.seq, topic, data))
         self.seq += 1
 
     def advance(self, now_ns: int | None) -> None:

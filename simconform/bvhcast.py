@@ -241,6 +241,28 @@ def _cast(o, d, t_min, t_max, best, index, normal, box, left, right, start, coun
             normal[r, 0], normal[r, 1], normal[r, 2] = n0, n1, n2
 
 
+@njit(**_JIT)
+def cast_planes(o, d, t_min, t_max, pn, pd, pobj, best, index, normal):
+    """Scene._cast_planes in one pass: every ray against every (two-sided, infinite) plane;
+    fills best/index/normal (inf, -1, NaN where no plane is hit). o is (M, 3), M = 1 shared."""
+    for r in range(len(d)):
+        q = 0 if len(o) == 1 else r
+        bt, bk = np.inf, -1
+        n0 = n1 = n2 = np.nan
+        for j in range(len(pn)):
+            denom = d[r, 0] * pn[j, 0] + d[r, 1] * pn[j, 1] + d[r, 2] * pn[j, 2]
+            if denom == 0:
+                continue
+            num = pd[j] - (o[q, 0] * pn[j, 0] + o[q, 1] * pn[j, 1] + o[q, 2] * pn[j, 2])
+            t = num / denom
+            if t >= t_min and t <= t_max and t < bt:
+                s = -1.0 if denom > 0 else 1.0  # facing the ray
+                bt, bk = t, pobj[j]
+                n0, n1, n2 = s * pn[j, 0], s * pn[j, 1], s * pn[j, 2]
+        best[r], index[r] = bt, bk
+        normal[r, 0], normal[r, 1], normal[r, 2] = n0, n1, n2
+
+
 class BVHCaster:
     """The bounded objects of a World in one BVH; `cast` updates `Scene`'s plane results."""
 

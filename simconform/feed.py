@@ -1,7 +1,8 @@
 """Captures in schedule order, from the backend or its worker pool, stoppable by a signal.
 
 Each sensor's truth comes in batches (so backends can vectorise) and, with a CapturePool,
-rendered ahead in worker processes. SIGINT and SIGTERM become a flag the capture loop checks
+rendered ahead in worker processes, which also add the capture's noise and encode it
+(pipeline/chain.py FrameStage). SIGINT and SIGTERM become a flag the capture loop checks
 between samples and while it waits for a worker, so a worker that never answers cannot make a
 run ignore them.
 """
@@ -82,7 +83,8 @@ class Feed:
         step = (
             max(1, int(rate_hz)) if backend is None else batch_size(inp.spec.sensors[name], rate_hz)
         )
-        self.chunks = [times[i : i + step] for i in range(0, len(times), step)]
+        self.firsts = list(range(0, len(times), step))  # capture index of each chunk's first
+        self.chunks = [times[i : i + step] for i in self.firsts]
         self.mount = mount
         self.next_chunk = 0
         self.pending: collections.deque = collections.deque()
@@ -94,17 +96,19 @@ class Feed:
         while self.next_chunk < len(self.chunks) and len(self.pending) < (
             AHEAD if self.pool else 1
         ):
-            chunk = self.chunks[self.next_chunk]
+            chunk, first = self.chunks[self.next_chunk], self.firsts[self.next_chunk]
             self.next_chunk += 1
             if self.backend is None:
-                work = [None] * len(chunk)
-            elif self.pool is not None:
-                work = self.pool.submit(self.name, chunk)
+                work = [(None, None)] * len(chunk)
+            elif self.pool is not None:  # (truth, noisy) pairs
+                work = self.pool.submit(self.name, chunk, first)
             else:
-                work = self.backend.capture_batch(self.name, chunk, self.traj)
+                truths = self.backend.capture_batch(self.name, chunk, self.traj)
+                work = [(t, None) for t in truths]  # noise: the run's SensorPipeline
             self.pending.append((chunk, work))
 
     def next(self, t_ns: int, stop: StopFlag | None = None):
+        """(truth, noisy or None, sensor position, quaternion) of the capture at t_ns."""
         if self.j >= len(self.buffer):
             self._request()
             chunk, work = self.pending.popleft()
@@ -117,4 +121,5 @@ class Feed:
             raise RuntimeError(f"{self.name}: capture schedule out of step at {t_ns} ns")
         j = self.j
         self.j += 1
-        return self.buffer[j], self.buf_xyz[j], self.buf_q[j]
+        truth, noisy = self.buffer[j]
+        return truth, noisy, self.buf_xyz[j], self.buf_q[j]

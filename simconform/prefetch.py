@@ -1,10 +1,12 @@
 """Capture heavy sensors (lidar sweeps, camera frames) ahead of time in worker processes.
 
-Truth is a pure function of (sensor, time, world, trajectory), so rendering it in parallel
-changes nothing in the bag: the main process still runs the seeded pipeline and writes every
-message in order. Workers ignore SIGINT, so Ctrl-C reaches only the main process, which then
-stops at the next sample and closes the bag. Workers die with the run (simconform.lifeline):
-a run killed with SIGKILL leaves no worker rendering on.
+Truth is a pure function of (sensor, time, world, trajectory), and a heavy sensor's noise and
+encoding a pure function of (seed, sensor, capture index, truth) (simconform/pipeline/chain.py
+FrameStage), so the workers render, add noise and encode in parallel and the bag is the same
+for every `--jobs`: the main process still runs the sequential stages (dropout, latency, the
+light sensors) and writes every message in order. Workers ignore SIGINT, so Ctrl-C reaches
+only the main process, which then stops at the next sample and closes the bag. Workers die
+with the run (simconform.lifeline): a run killed with SIGKILL leaves no worker rendering on.
 
 Workers are started by a fork server, never forked from this process: by the time the pool
 starts, the backend here holds engine state that a fork copies but cannot use (MuJoCo's OSMesa
@@ -24,6 +26,7 @@ import numpy as np
 
 _backend = None
 _trajectory = None
+_frames: dict = {}  # sensor -> FrameStage (a pool made with a seed)
 
 
 def _init(
@@ -36,6 +39,8 @@ def _init(
     interpolation: str,
     emulate,
     epoch_s: int = 0,
+    seed: int | None = None,
+    engine_noise: tuple[str, ...] = (),
 ) -> None:
     from simconform.lifeline import die_with_parent
 
@@ -53,11 +58,23 @@ def _init(
     # on the run's clock (simconform.run.load_inputs)
     _trajectory = load_trajectory(trajectory, w, interpolation).shifted(epoch_s)
     _backend = get_backend(backend, emulate)
-    _backend.open(w, load_spec(spec))
+    sensors = load_spec(spec)
+    _backend.open(w, sensors)
+    if seed is not None:
+        from simconform.pipeline.chain import FrameStage, is_heavy
+
+        for name, s in sensors.sensors.items():
+            if is_heavy(s):
+                _frames[name] = FrameStage(name, s, seed, name in engine_noise)
 
 
-def _capture(sensor: str, times: np.ndarray) -> list:
-    return _backend.capture_batch(sensor, times, _trajectory)
+def _capture(sensor: str, times: np.ndarray, first: int | None = None) -> list:
+    """Truth per time; with `first` (capture index of times[0]), (truth, noisy) pairs."""
+    truths = _backend.capture_batch(sensor, times, _trajectory)
+    if first is None:
+        return truths
+    stage = _frames[sensor]
+    return [(t, stage.apply(t, first + j)) for j, t in enumerate(truths)]
 
 
 class CapturePool:
@@ -71,6 +88,8 @@ class CapturePool:
         interpolation: str,
         emulate=None,
         epoch_s: int = 0,
+        seed: int | None = None,
+        engine_noise: tuple[str, ...] = (),
     ) -> None:
         from simconform.registry import BACKENDS
 
@@ -89,11 +108,14 @@ class CapturePool:
                 interpolation,
                 emulate,
                 epoch_s,
+                seed,
+                tuple(engine_noise),
             ),
         )
 
-    def submit(self, sensor: str, times: np.ndarray) -> Future:
-        return self.pool.submit(_capture, sensor, times)
+    def submit(self, sensor: str, times: np.ndarray, first: int | None = None) -> Future:
+        """Render `times`; with `first` (a pool made with a seed), (truth, noisy) pairs."""
+        return self.pool.submit(_capture, sensor, times, first)
 
     def close(self, kill: bool = False) -> None:
         """Wait for the workers; with `kill` (the run stopped or failed) end them first, so a

@@ -184,9 +184,9 @@ class Scene:
         n = len(d)
         o = np.asarray(origins, dtype=np.float64)
         o = o.reshape(3) if o.size == 3 else np.ascontiguousarray(np.broadcast_to(o, (n, 3)))
-        best = np.full(n, np.inf)
-        index = np.full(n, -1, dtype=np.int64)
-        normal = np.full((n, 3), np.nan)
+        best = np.empty(n)
+        index = np.empty(n, dtype=np.int64)
+        normal = np.empty((n, 3))
         if n == 0:
             return Hits(best, index, normal)
 
@@ -212,25 +212,13 @@ class Scene:
     # ------------------------------------------------------------------ planes
 
     def _cast_planes(self, o, d, t_min, t_max, best, index, normal) -> None:
-        if not len(self._plane_index):
-            return
-        denom = d @ self._plane_n.T  # (N, np)
-        num = self._plane_d - (o @ self._plane_n.T)  # (np,) or (N, np)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            t = num / denom
-        t = np.where((denom != 0) & (t >= t_min) & (t <= t_max), t, np.inf)
-        for j, obj in enumerate(self._plane_index):
-            tj = t[:, j]
-            better = tj < best
-            np.minimum(best, tj, out=best)
-            np.copyto(index, obj, where=better)
-            # Facing the ray; NaN where this plane is not the nearest so far.
-            side = np.where(better, -np.sign(denom[:, j]), np.nan)
-            facing = side[:, None] * self._plane_n[j]
-            if j == 0:  # planes come first: nothing nearer exists yet
-                normal[:] = facing
-            else:
-                normal[:] = np.where(better[:, None], facing, normal)
+        """Sets best/index/normal from the planes (simconform/bvhcast.py cast_planes): inf, -1
+        and NaN where none is hit; ties go to the first plane."""
+        from simconform.bvhcast import cast_planes
+
+        o2 = np.ascontiguousarray(o, dtype=np.float64).reshape(-1, 3)
+        pn, pd, pobj = self._plane_n, self._plane_d, self._plane_index
+        cast_planes(o2, d, float(t_min), float(t_max), pn, pd, pobj, best, index, normal)
 
     # ------------------------------------------------------------------ bounded objects
 

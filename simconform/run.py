@@ -213,6 +213,8 @@ def run(cfg: RunConfig, progress: bool | None = None) -> RunResult:
                     cfg.interpolation,
                     cfg.emulate,
                     inp.epoch_s,
+                    cfg.seed,
+                    tuple(backend.engine_noise_plan()),
                 )
             try:
                 result = _record(cfg, inp, backend, progress, pool, backend.engine_noise_plan())
@@ -342,7 +344,7 @@ def _record(
                     result.stopped_by = stop.signal
                     break
                 if w < 0:
-                    _, xyz, q = tf_feed.next(t)
+                    _, _, xyz, q = tf_feed.next(t)
                     items = [(t, "map", truth_base, xyz, q)]
                     if not estimated:
                         items.append((t, "odom", spec.base_frame, xyz, q))
@@ -351,12 +353,12 @@ def _record(
                     base_gt.write(t, xyz, q)
                 else:
                     try:
-                        truth, xyz, q = feeds[w].next(t, stop)
+                        truth, noisy, xyz, q = feeds[w].next(t, stop)
                     except Stopped:  # a worker kept us waiting after the signal
                         result.stopped_by = stop.signal
                         now = min(now, t)  # this instant is not whole: the span ends before it
                         break
-                    published = pipelines[w].process(truth, t)
+                    published = pipelines[w].process(truth, t, noisy)
                     recorders[w].record(t, truth, published, xyz, q)
                     if w == objects_at:
                         log_ns = t + spec.sensors[lidar].stamp_offset_ns()

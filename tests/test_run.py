@@ -176,6 +176,18 @@ def test_same_seed_same_bytes_other_seed_differs(tmp_path: Path) -> None:
     assert bag_digest(a.out) != bag_digest(c.out)
 
 
+def test_the_bag_is_the_same_for_every_jobs(tmp_path: Path) -> None:
+    """Workers render, add noise and JPEG-encode heavy captures (pipeline/chain.py FrameStage,
+    one generator per capture): with 0, 1 or 2 of them the bag is the same, byte for byte."""
+    digests = {
+        jobs: bag_digest(
+            run(RunConfig(out=tmp_path / f"j{jobs}", duration=1.5, jobs=jobs), progress=False).out
+        )
+        for jobs in (0, 1, 2)
+    }
+    assert len(set(digests.values())) == 1, digests
+
+
 def test_adding_a_sensor_leaves_other_draws_alone(tmp_path: Path) -> None:
     spec = demo_spec()
     lidar_only = dict(spec, sensors={"lidar": spec["sensors"]["lidar"]})

@@ -174,26 +174,28 @@ class McapScan(Salvage):
         return None
 
     def _inner(self, inner: bytes, schemas: dict) -> tuple[list, bool]:
-        """(channel id, log ns, data) of a chunk's records; False where they stop early."""
-        out, p = [], 0
+        """(channel id, log ns, data) of a chunk's records; False where they stop early. A
+        message's data is a view into the chunk (a truth image is MiBs: no copy here)."""
+        out, p, view = [], 0, memoryview(inner)
         try:
             while p < len(inner):
                 if p + 9 > len(inner):
                     return out, False
                 op = inner[p]
                 (n,) = struct.unpack_from("<Q", inner, p + 1)
-                body = inner[p + 9 : p + 9 + n]
-                if len(body) < n:
+                at, p = p + 9, p + 9 + n
+                if p > len(inner):
                     return out, False
-                p += 9 + n
                 if op == 0x05:
-                    cid, _seq, log_ns = struct.unpack_from("<HIQ", body)
+                    if n < 14:  # too short for its header: as a struct.error on the record
+                        return out, False
+                    cid, _seq, log_ns = struct.unpack_from("<HIQ", inner, at)
                     if cid in self.conns:
-                        out.append((cid, log_ns, body[22:]))
+                        out.append((cid, log_ns, view[at + 22 : p]))
                 elif op == 0x03:
-                    _schema(body, schemas)
+                    _schema(inner[at:p], schemas)
                 elif op == 0x04:
-                    self._channel(body, schemas)
+                    self._channel(inner[at:p], schemas)
         except (Cut, struct.error, ValueError, UnicodeDecodeError):
             return out, False
         return out, True

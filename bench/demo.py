@@ -1,0 +1,107 @@
+"""The default demo (`simconform run`, no input flags) end to end, with --jobs 1 and --jobs 2.
+
+Runs `simconform run --jobs J --out DIR` as a subprocess for each J, alternating (J1, J2, J1,
+J2, ...) so that a shared machine's load falls on both alike, and prints per run: wall seconds
+of the whole command (recording + verification), the recording's wall (run.json wall_s), the
+CPU seconds of every process of the run (the CLI and its capture workers, read from /proc
+while they live), the real-time factor (simulated seconds / wall seconds) and the verdict;
+then the best wall of each J and the ratio jobs1/jobs2. Say the load (`uptime`) with the
+figures: on a busy machine they measure the machine as much as the run.
+
+    python bench/demo.py [--duration SECONDS] [--repeats 1] [--jobs 1 2] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _session_cpu(sid: int, seen: dict[int, float]) -> None:
+    """CPU seconds so far of every live process in session `sid`, kept per pid (max seen)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[3]) == sid:
+            cpu = (int(fields[11]) + int(fields[12])) / TICK
+            seen[int(entry)] = max(cpu, seen.get(int(entry), 0.0))
+
+
+def run_once(jobs: int, duration: float | None, out: Path) -> dict:
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [sys.executable, "-m", "simconform.cli", "run", "--out", str(out), "--jobs", str(jobs)]
+    cmd += ["--no-progress", "--quiet"] + (
+        [] if duration is None else ["--duration", f"{duration}"]
+    )
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, start_new_session=True)
+    seen: dict[int, float] = {}
+    while proc.poll() is None:
+        _session_cpu(proc.pid, seen)
+        time.sleep(0.1)
+    wall = time.monotonic() - t0
+    manifest = json.loads((out / "run.json").read_text())
+    report = json.loads((out / "report" / "report.json").read_text())
+    sim = (manifest["end_ns"] - manifest["start_ns"]) / 1e9
+    return {
+        "jobs": jobs,
+        "rc": proc.returncode,
+        "wall_s": wall,
+        "record_s": manifest["wall_s"],
+        "cpu_s": sum(seen.values()),
+        "rtf": sim / wall,
+        "verdict": report["verdict"],
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--duration", type=float, default=None, help="default: the whole demo")
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--keep", type=Path, default=None, help="leave the run folders here")
+    args = ap.parse_args()
+    root = args.keep or Path(tempfile.mkdtemp(prefix="simconform-bench-demo-"))
+    print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}, cpus: {os.cpu_count()}")
+    rows = []
+    try:
+        for rep in range(args.repeats):
+            for jobs in args.jobs:
+                r = run_once(jobs, args.duration, root / f"j{jobs}-{rep}")
+                rows.append(r)
+                print(
+                    f"--jobs {jobs}: wall {r['wall_s']:6.1f} s (recording {r['record_s']:6.1f} s)"
+                    f"  cpu {r['cpu_s']:6.1f} s  real-time factor {r['rtf']:5.2f}"
+                    f"  verdict {r['verdict']}  rc {r['rc']}  load {os.getloadavg()[0]:.2f}",
+                    flush=True,
+                )
+    finally:
+        if args.keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+    best = {j: min(r["wall_s"] for r in rows if r["jobs"] == j) for j in args.jobs}
+    rec = {j: min(r["record_s"] for r in rows if r["jobs"] == j) for j in args.jobs}
+    for j in args.jobs:
+        print(f"best --jobs {j}: wall {best[j]:.1f} s, recording {rec[j]:.1f} s")
+    if 1 in best and 2 in best:
+        print(
+            f"jobs2/jobs1 speed-up: {best[1] / best[2]:.2f}x whole command, "
+            f"{rec[1] / rec[2]:.2f}x recording"
+        )
+
+
+if __name__ == "__main__":
+    main()
