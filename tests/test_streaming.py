@@ -160,7 +160,7 @@ def test_block_sums_coarsened_use_a_multiple_of_the_block(monkeypatch):
     b = streaming.BlockSums()
     for part in np.array_split(x, 13):
         b.add(part)
-    assert len(b.sums) <= 512 and b.b > 1
+    assert b.sums.size <= 512 and b.b > 1
     m = max(stats.allan_blocks(x.size)[0] // b.b, 1) * b.b
     assert m % b.b == 0 and m != stats.allan_blocks(x.size)[0]
     pairs = x.size // (2 * m)

@@ -42,8 +42,8 @@ from scipy import stats as sps
 
 from simconform.verify import stats
 
-CAP = 1 << 16  # distinct values a Counts holds before its grid coarsens
-MAX_BLOCKS = 1 << 15  # BlockSums: base blocks kept
+CAP = 1 << 14  # distinct values a Counts holds before its grid coarsens (~1.5 MB)
+MAX_BLOCKS = 1 << 15  # BlockSums: base blocks kept (256 KiB)
 SERIES_SAMPLE = 1 << 17  # a series' reservoir: 1 MiB, the whole series up to 1310 s at 100 Hz
 
 
@@ -254,7 +254,8 @@ class Reservoir:
         self.seen += x.size
 
     def values(self) -> np.ndarray:
-        return self.buf[: min(self.seen, self.size)].copy()
+        """The sample (a view: read it once the series has ended)."""
+        return self.buf[: min(self.seen, self.size)]
 
 
 class PairDiffs:
@@ -296,7 +297,7 @@ class BlockSums:
 
     def __init__(self) -> None:
         self.b = 1
-        self.sums: list[float] = []
+        self.sums = np.zeros(0)
         self.part = 0.0
         self.in_part = 0
         self.n = 0
@@ -310,16 +311,16 @@ class BlockSums:
         x = x[t:]
         if self.in_part < self.b:
             return
-        self.sums.append(self.part)
         full = x.size // self.b
-        self.sums += x[: full * self.b].reshape(full, self.b).sum(axis=1).tolist()
+        new = x[: full * self.b].reshape(full, self.b).sum(axis=1)
+        self.sums = np.concatenate((self.sums, [self.part], new))
         rest = x[full * self.b :]
         self.part, self.in_part = float(rest.sum()), rest.size
-        while len(self.sums) > MAX_BLOCKS:  # coarsen: pairs of blocks become one
-            if len(self.sums) % 2:  # the odd one out starts the next, unfinished block
-                self.part, self.in_part = self.part + self.sums.pop(), self.in_part + self.b
-            s = self.sums
-            self.sums = [s[i] + s[i + 1] for i in range(0, len(s), 2)]
+        while self.sums.size > MAX_BLOCKS:  # coarsen: pairs of blocks become one
+            if self.sums.size % 2:  # the odd one out starts the next, unfinished block
+                self.part, self.in_part = self.part + self.sums[-1], self.in_part + self.b
+                self.sums = self.sums[:-1]
+            self.sums = self.sums.reshape(-1, 2).sum(axis=1)
             self.b *= 2
 
     def allan_walk(
