@@ -93,6 +93,7 @@ class Accumulator:
     it) also keeps every stamp, for the comparison's bootstrap."""
 
     keep = False
+    ORDERED = False  # whether add_ordered is used (the window then holds whole samples)
 
     def __init__(self, name: str, spec, level: float, duration_s: float) -> None:
         self.name = name
@@ -135,13 +136,14 @@ class Accumulator:
             self.lat_buf.append(item.log_ns - st)
             if len(self.lat_buf) >= 4096:
                 self._flush_counts()
-            for stamp, pair in self.order.push(st, item.log_ns, item):
+            held = item if self.ORDERED else None  # a stamp alone where add_ordered is unused
+            for stamp, pair in self.order.push(st, item.log_ns, held):
                 self._released(stamp, pair)
             self.add_pair(item)
         else:
             self.add_unpaired(item)
 
-    def _released(self, stamp: int, pair: Pair) -> None:
+    def _released(self, stamp: int, pair: Pair | None) -> None:
         """A published sample, in stamp order: its interval to the one before (rate_metric:
         not across a gap, whose samples are left out) and the ordered part of add_pair."""
         prev, self.prev_stamp = self.prev_stamp, stamp
@@ -154,8 +156,8 @@ class Accumulator:
                 self._flush_counts()
         self.add_ordered(stamp, pair)
 
-    def add_ordered(self, stamp: int, pair: Pair) -> None:
-        """A published sample in stamp order (for order-dependent statistics)."""
+    def add_ordered(self, stamp: int, pair: Pair | None) -> None:
+        """A published sample in stamp order (for order-dependent statistics; ORDERED)."""
 
     def finish(self) -> None:
         """The end of the stream: release what the ordering window still holds."""

@@ -233,6 +233,7 @@ class VectorAccumulator(Accumulator):
     (verify/series.py), fed in stamp order; `keep` also keeps every row (compare)."""
 
     BATCH = 1024  # released rows converted to errors at a time
+    ORDERED = True
 
     def __init__(self, name: str, spec, level: float, duration_s: float) -> None:
         super().__init__(name, spec, level, duration_s)
