@@ -10,15 +10,15 @@ normality check its p_value.
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 from scipy.stats import binom
 
-from simconform.verify import stats
+from simconform.verify import stats, streaming
 from simconform.verify import tolerances as tl
 from simconform.verify.pairing import Pair, Unpaired
-from simconform.verify.robust import robust_of_array
+from simconform.verify.series import SeriesStats
+
+REORDER_SLACK_NS = 1_000_000_000  # Reorder's horizon beyond the spec's largest latency
 
 
 def metric(est: stats.Estimate, configured: float, band, unit: str, refit=None, **extra) -> dict:
@@ -59,7 +59,8 @@ def _f(v) -> float | None:
 
 
 def normality(x: np.ndarray, name: str) -> dict:
-    """Anderson-Darling check; the verdict is set by the report with a family-wise level."""
+    """Anderson-Darling check of `x` (a series, or a uniform sample of one), at most 5000
+    tested (stats.anderson_normal); the verdict is set by the report with a family-wise level."""
     if len(x) < 8:
         return not_applicable("fewer than 8 error samples")
     a2, p = stats.anderson_normal(x)
@@ -86,16 +87,33 @@ def quantile_estimate(x: np.ndarray, q: float, level: float) -> stats.Estimate:
 
 
 class Accumulator:
-    """Common part: capture stamps, publish delays, sample dropout, latency and rate."""
+    """Common part: capture stamps, publish delays, sample dropout, latency and rate, in memory
+    that does not grow with the run (verify/streaming.py): counts, the latencies' and the stamp
+    intervals' value counts, and a stamp-ordered window one latency long. `keep` (compare sets
+    it) also keeps every stamp, for the comparison's bootstrap."""
+
+    keep = False
+    ORDERED = False  # whether add_ordered is used (the window then holds whole samples)
 
     def __init__(self, name: str, spec, level: float, duration_s: float) -> None:
         self.name = name
         self.spec = spec
         self.level = level
         self.duration_s = duration_s
-        self.truth_stamps: list[int] = []
+        self.captures = 0  # truth samples
+        self.published = 0
+        self.last_truth_ns: int | None = None
+        self.truth_stamps: list[int] = []  # these three only with `keep`
         self.pub_stamps: list[int] = []
         self.log_ns: list[int] = []
+        self.late_ns = round(tl.latency_max_ms(spec.latency) * 1e6)
+        self.latency = streaming.Counts()  # log - stamp, ns
+        self.latency_moments = streaming.Welford()  # ... in ms
+        self.lat_buf: list[int] = []  # latencies and intervals not yet counted
+        self.int_buf: list[int] = []
+        self.intervals = streaming.Counts()  # between consecutive distinct published stamps
+        self.order = streaming.Reorder(self.late_ns + REORDER_SLACK_NS)
+        self.prev_stamp: int | None = None
         self.samples: dict[str, dict] = {}  # error arrays for plots: field -> {errors, sigma, bias}
         self.gaps: list = []  # verify.integrity.Gap: spans of the bag that are lost or damaged
         self.refits: dict = {}  # metric -> refit(level), filled by metrics()
@@ -105,13 +123,56 @@ class Accumulator:
         return any(g.overlaps(a_ns, b_ns) for g in self.gaps)
 
     def add(self, item: Pair | Unpaired) -> None:
-        self.truth_stamps.append(item.stamp_ns)
+        self.captures += 1
+        st = item.stamp_ns
+        self.last_truth_ns = st if self.last_truth_ns is None else max(self.last_truth_ns, st)
+        if self.keep:
+            self.truth_stamps.append(st)
         if isinstance(item, Pair):
-            self.pub_stamps.append(item.stamp_ns)
-            self.log_ns.append(item.log_ns)
+            self.published += 1
+            if self.keep:
+                self.pub_stamps.append(st)
+                self.log_ns.append(item.log_ns)
+            self.lat_buf.append(item.log_ns - st)
+            if len(self.lat_buf) >= 4096:
+                self._flush_counts()
+            held = item if self.ORDERED else None  # a stamp alone where add_ordered is unused
+            for stamp, pair in self.order.push(st, item.log_ns, held):
+                self._released(stamp, pair)
             self.add_pair(item)
         else:
             self.add_unpaired(item)
+
+    def _released(self, stamp: int, pair: Pair | None) -> None:
+        """A published sample, in stamp order: its interval to the one before (rate_metric:
+        not across a gap, whose samples are left out) and the ordered part of add_pair."""
+        prev, self.prev_stamp = self.prev_stamp, stamp
+        crosses = (
+            bool(self.gaps) and prev is not None and self.crosses_gap(prev, stamp + self.late_ns)
+        )
+        if prev is not None and stamp != prev and not crosses:
+            self.int_buf.append(stamp - prev)
+            if len(self.int_buf) >= 4096:
+                self._flush_counts()
+        self.add_ordered(stamp, pair)
+
+    def add_ordered(self, stamp: int, pair: Pair | None) -> None:
+        """A published sample in stamp order (for order-dependent statistics; ORDERED)."""
+
+    def finish(self) -> None:
+        """The end of the stream: release what the ordering window still holds."""
+        for stamp, pair in self.order.flush():
+            self._released(stamp, pair)
+        self._flush_counts()
+
+    def _flush_counts(self) -> None:
+        if self.lat_buf:
+            ns = np.asarray(self.lat_buf, dtype=np.int64)
+            self.lat_buf = []
+            self.latency.add(ns)
+            self.latency_moments.add(ns / 1e6)
+        self.intervals.add(np.asarray(self.int_buf, dtype=np.int64))
+        self.int_buf = []
 
     def add_pair(self, pair: Pair) -> None:
         raise NotImplementedError
@@ -120,6 +181,7 @@ class Accumulator:
         """A dropped sample; its truth matters only to sensors that integrate (odometry)."""
 
     def metrics(self) -> dict[str, dict]:
+        self.finish()
         out = self.field_metrics()
         out.update(self.common_metrics())
         self.refits = {k: m.pop("_refit") for k, m in out.items() if "_refit" in m}
@@ -134,7 +196,7 @@ class Accumulator:
 
     def common_metrics(self) -> dict[str, dict]:
         s, tol, lv = self.spec, self.spec.tolerances, self.level
-        n_truth, n_pub = len(self.truth_stamps), len(self.pub_stamps)
+        n_truth, n_pub = self.captures, self.published
         out = {
             "sample_dropout": metric(
                 stats.wilson(n_truth - n_pub, n_truth, lv),
@@ -148,28 +210,31 @@ class Accumulator:
             for m in ("latency_ms", "rate_hz"):
                 out[m] = not_applicable("nothing was published")
             return out
-        lat = (np.asarray(self.log_ns) - np.asarray(self.pub_stamps)) / 1e6
+        lat = self.latency_moments
         mean_ms = s.latency.fixed_ms  # symmetric truncation: the jitter has mean zero
         out["latency_ms"] = metric(
-            stats.mean_ci(lat, lv),
+            lat.mean_ci(lv),
             mean_ms,
             tl.latency_band(mean_ms, tol),
             "ms",
-            refit=lambda a: stats.mean_ci(lat, a),
+            refit=lat.mean_ci,
         )
+        values, counts = self.latency.table()
+        values = values / 1e6
+        res = (self.latency.width - 1) / 2e6  # the grid's half-width, ms (0: exact)
         for q, key in ((0.5, "latency_p50_ms"), (0.95, "latency_p95_ms")):
             expect = tl.latency_quantile_ms(s.latency, q)
             out[key] = metric(
-                quantile_estimate(lat, q, lv),
+                streaming.quantile_ci(values, counts, q, lv, res),
                 expect,
                 tl.latency_band(expect, tol),
                 "ms",
-                refit=lambda a, q=q: quantile_estimate(lat, q, a),
+                refit=lambda a, q=q: streaming.quantile_ci(values, counts, q, a, res),
             )
-        mx = float(lat.max())
+        mx = self.latency.max / 1e6
         bound = tl.latency_max_ms(s.latency)
         out["latency_max_ms"] = metric(
-            stats.Estimate(mx, (mx, mx), len(lat), lv),
+            stats.Estimate(mx, (mx, mx), n_pub, lv),
             bound,
             (0.0, tl.latency_band(bound, tol)[1]),
             "ms",
@@ -181,19 +246,13 @@ class Accumulator:
         """The rate from the published capture stamps' period (stats.rate_from_periods), judged
         against the spec's rate: dropped samples are sample_dropout's, not the rate's."""
         s, lv = self.spec, self.level
-        st = np.unique(np.asarray(self.pub_stamps, dtype=np.int64))
-        pairs = np.diff(st)
-        if self.gaps:  # only the intervals between two samples on the same side of every gap
-            late = round(tl.latency_max_ms(s.latency) * 1e6)  # a stamp is logged up to late after
-            keep = [not self.crosses_gap(int(a), int(b) + late) for a, b in itertools.pairwise(st)]
-            pairs = pairs[np.asarray(keep, dtype=bool)]
-        est, jitter, dropped = stats.rate_from_periods(pairs, lv)
+        est, jitter, dropped = streaming.rate_from_counts(self.intervals, lv)
         return metric(
             est,
             s.rate_hz,
             tl.relative_band(s.rate_hz, s.tolerances.rate_rel),
             "Hz",
-            refit=lambda a: stats.rate_from_periods(pairs, a)[0],
+            refit=lambda a: streaming.rate_from_counts(self.intervals, a)[0],
             period_jitter_ms=_f(jitter * 1e3),
             intervals_with_drops=dropped,
         )
@@ -202,7 +261,7 @@ class Accumulator:
         self,
         quantity: str,
         axis: str,
-        e: np.ndarray,
+        e: SeriesStats,
         bias: float,
         sigma: float,
         unit: str,
@@ -212,34 +271,35 @@ class Accumulator:
         """bias, std, rmse (+ bias random walk) and normality of one error series."""
         tol, lv = self.spec.tolerances, self.level
         sfx = f"_{axis}" if axis else ""
-        self.samples[f"{quantity}{sfx}"] = {"errors": e, "sigma": sigma, "bias": bias, "unit": unit}
-        if len(e) < 3:
+        self.samples[f"{quantity}{sfx}"] = {
+            "errors": e.sample.values(),
+            "sigma": sigma,
+            "bias": bias,
+            "unit": unit,
+        }
+        if e.n < 3:
             return {f"{quantity}_bias{sfx}": not_applicable("fewer than 3 paired samples", unit)}
         t_span = self.duration_s
         extra = walk**2 * t_span / 3.0 if walk > 0 else 0.0
+        mom = e.moments
         out = {
             f"{quantity}_bias{sfx}": metric(
-                stats.mean_ci(e, lv, extra_var_of_mean=extra),
+                mom.mean_ci(lv, extra_var_of_mean=extra),
                 bias,
                 tl.bias_band(bias, sigma, tol),
                 unit,
-                refit=lambda a: stats.mean_ci(e, a, extra_var_of_mean=extra),
+                refit=lambda a: mom.mean_ci(a, extra_var_of_mean=extra),
             )
         }
         if walk > 0:
 
             def std_at(a: float) -> stats.Estimate:
-                return stats.std_from_pair_differences(e, a, walk_var_per_step=walk**2 * dt)
+                return e.pairs.std(a, walk_var_per_step=walk**2 * dt)
 
-            white = (np.diff(e)[::2] / np.sqrt(2.0)) if len(e) > 1 else e
         else:
-
-            def std_at(a: float) -> stats.Estimate:
-                return stats.std_ci(e, a)
-
-            white = e
+            std_at = mom.std_ci
         std = std_at(lv)
-        rob = robust_of_array(e, sigma, lv, centre=bias)
+        rob = e.robust(lv)
         out[f"{quantity}_std{sfx}"] = metric(
             std,
             sigma,
@@ -255,20 +315,20 @@ class Accumulator:
                 predicted_from="white noise + bias random walk over the run",
             )
         out[f"{quantity}_rmse{sfx}"] = metric(
-            stats.rmse_ci(e, lv),
+            mom.rmse_ci(lv),
             rmse,
             tl.relative_band(rmse, tol.sigma_rel),
             unit,
-            refit=lambda a: stats.rmse_ci(e, a),
+            refit=mom.rmse_ci,
         )
         if walk > 0:
-            est = stats.allan_walk(e, dt, white_sigma=float(std.value), level=lv)
+            white_sigma = float(std.value)
             out[f"{quantity}_walk{sfx}"] = metric(
-                est,
+                e.allan_walk(dt, white_sigma, lv),
                 walk,
                 tl.relative_band(walk, tol.walk_rel),
                 f"{unit}/sqrt(s)",
-                refit=lambda a: stats.allan_walk(e, dt, white_sigma=float(std.value), level=a),
+                refit=lambda a: e.allan_walk(dt, white_sigma, a),
             )
-        out[f"{quantity}_normality{sfx}"] = normality(white, f"{quantity}{sfx}")
+        out[f"{quantity}_normality{sfx}"] = normality(e.white(), f"{quantity}{sfx}")
         return out

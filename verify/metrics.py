@@ -16,6 +16,7 @@ from simconform.verify import tolerances as tl
 from simconform.verify.accumulator import Accumulator, metric, normality, not_applicable
 from simconform.verify.lidar_edges import EdgeSplit
 from simconform.verify.pairing import Pair, Unpaired
+from simconform.verify.series import SeriesStats
 
 AXES = ("x", "y", "z")
 ENU = ("e", "n", "u")
@@ -228,14 +229,50 @@ def _clean(d: dict) -> dict:
 
 
 class VectorAccumulator(Accumulator):
-    """Sensors whose error is a small vector per sample (IMU, GNSS)."""
+    """Sensors whose error is a small vector per sample (IMU, GNSS): one SeriesStats per axis
+    (verify/series.py), fed in stamp order; `keep` also keeps every row (compare)."""
+
+    BATCH = 1024  # released rows converted to errors at a time
+    ORDERED = True
 
     def __init__(self, name: str, spec, level: float, duration_s: float) -> None:
         super().__init__(name, spec, level, duration_s)
-        self.rows: list[tuple[int, np.ndarray, np.ndarray]] = []
+        self.rows: list[tuple[int, np.ndarray, np.ndarray]] = []  # only with `keep`
+        self.batch: list[tuple[np.ndarray, np.ndarray]] = []
+        # (quantity, axis, bias, sigma, unit, walk) per error axis, and its series
+        self.axes: list[tuple[str, str, float, float, str, float]] = []
+        self.series: list[SeriesStats] = []
+
+    def axis(self, quantity: str, axis: str, bias, sigma, unit: str, walk=0.0) -> None:
+        self.axes.append((quantity, axis, float(bias), float(sigma), unit, float(walk)))
+        self.series.append(SeriesStats(float(sigma), float(bias), walk > 0))
 
     def add_pair(self, pair: Pair) -> None:
-        self.rows.append((pair.stamp_ns, pair.truth, pair.published))
+        if self.keep:
+            self.rows.append((pair.stamp_ns, pair.truth, pair.published))
+
+    def add_ordered(self, stamp: int, pair: Pair) -> None:
+        self.batch.append((pair.truth, pair.published))
+        if len(self.batch) >= self.BATCH:
+            self._convert()
+
+    def finish(self) -> None:
+        super().finish()
+        self._convert()
+
+    def _convert(self) -> None:
+        if not self.batch:
+            return
+        truth = np.array([b[0] for b in self.batch])
+        pub = np.array([b[1] for b in self.batch])
+        self.batch = []
+        err = self.errors_of(truth, pub)
+        for j, ser in enumerate(self.series):
+            ser.extend(err[:, j])
+
+    def errors_of(self, truth: np.ndarray, pub: np.ndarray) -> np.ndarray:
+        """(k, axes) errors of k published samples against their truth."""
+        raise NotImplementedError
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         rows = sorted(self.rows, key=lambda r: r[0])
@@ -243,64 +280,64 @@ class VectorAccumulator(Accumulator):
             return np.zeros((0, 6)), np.zeros((0, 6))
         return np.array([r[1] for r in rows]), np.array([r[2] for r in rows])
 
+    def field_metrics(self) -> dict[str, dict]:
+        if self.published == 0 and self.empty_metric is not None:
+            return self.empty_metric
+        out: dict[str, dict] = {}
+        dt = 1.0 / self.spec.rate_hz
+        for (q, axis, bias, sigma, unit, walk), ser in zip(self.axes, self.series, strict=True):
+            out.update(self.scalar_metrics(q, axis, ser, bias, sigma, unit, walk, dt))
+        if self.keep and self.rows:  # compare: every error, in stamp order
+            truth, pub = self.arrays()
+            err = self.errors_of(truth, pub)
+            for j, (q, axis, *_) in enumerate(self.axes):
+                self.samples[f"{q}_{axis}"]["errors"] = err[:, j]
+        return out
+
+    empty_metric: dict | None = None
+
 
 class ImuAccumulator(VectorAccumulator):
+    def __init__(self, name: str, spec: ImuSpec, level: float, duration_s: float) -> None:
+        super().__init__(name, spec, level, duration_s)
+        for q, noise, unit in (
+            ("accel", spec.noise.accel, "m/s^2"),
+            ("gyro", spec.noise.gyro, "rad/s"),
+        ):
+            for a, axis in enumerate(AXES):
+                self.axis(q, axis, noise.bias[a], noise.sigma[a], unit, noise.bias_walk[a])
+
     @staticmethod
     def decode(msg) -> np.ndarray:
         a, g = msg.linear_acceleration, msg.angular_velocity
         return np.array([a.x, a.y, a.z, g.x, g.y, g.z])
 
-    def field_metrics(self) -> dict[str, dict]:
-        s: ImuSpec = self.spec
-        truth, pub = self.arrays()
-        err = pub - truth
-        out: dict[str, dict] = {}
-        for j, (q, noise, unit) in enumerate(
-            (("accel", s.noise.accel, "m/s^2"), ("gyro", s.noise.gyro, "rad/s"))
-        ):
-            for a, axis in enumerate(AXES):
-                out.update(
-                    self.scalar_metrics(
-                        q,
-                        axis,
-                        err[:, 3 * j + a],
-                        noise.bias[a],
-                        noise.sigma[a],
-                        unit,
-                        noise.bias_walk[a],
-                        1.0 / s.rate_hz,
-                    )
-                )
-        return out
+    def errors_of(self, truth: np.ndarray, pub: np.ndarray) -> np.ndarray:
+        return pub - truth
 
 
 class GnssAccumulator(VectorAccumulator):
-    def __init__(self, name: str, spec, level: float, duration_s: float, origin) -> None:
+    def __init__(self, name: str, spec: GnssSpec, level: float, duration_s: float, origin) -> None:
         super().__init__(name, spec, level, duration_s)
         self.origin = origin
+        n = spec.noise.position
+        for a, axis in enumerate(ENU):
+            self.axis("position", axis, n.bias[a], n.sigma[a], "m")
+        self.empty_metric = {"position_bias_e": not_applicable("nothing was published", "m")}
 
     @staticmethod
     def decode(msg) -> np.ndarray:
         return np.array([msg.latitude, msg.longitude, msg.altitude])
 
-    def field_metrics(self) -> dict[str, dict]:
+    def errors_of(self, truth: np.ndarray, pub: np.ndarray) -> np.ndarray:
         import pymap3d
 
-        s: GnssSpec = self.spec
         o = self.origin
-        truth, pub = self.arrays()
-        if len(truth) == 0:
-            return {"position_bias_e": not_applicable("nothing was published", "m")}
         te = np.stack(
             pymap3d.geodetic2enu(truth[:, 0], truth[:, 1], truth[:, 2], o.lat, o.lon, o.alt), 1
         )
         pe = np.stack(pymap3d.geodetic2enu(pub[:, 0], pub[:, 1], pub[:, 2], o.lat, o.lon, o.alt), 1)
-        err = pe - te
-        n = s.noise.position
-        out: dict[str, dict] = {}
-        for a, axis in enumerate(ENU):
-            out.update(self.scalar_metrics("position", axis, err[:, a], n.bias[a], n.sigma[a], "m"))
-        return out
+        return pe - te
 
 
 class OdomAccumulator(Accumulator):
@@ -337,9 +374,11 @@ class OdomAccumulator(Accumulator):
         out: dict[str, dict] = {}
         units = ("m", "m", "rad")
         for a, axis in enumerate(PLANAR):
-            out.update(
-                self.scalar_metrics("increment", axis, err[:, a], n.bias[a], n.sigma[a], units[a])
-            )
+            ser = SeriesStats(n.sigma[a], n.bias[a])
+            ser.extend(err[:, a])
+            out.update(self.scalar_metrics("increment", axis, ser, n.bias[a], n.sigma[a], units[a]))
+            if self.keep:  # compare: every error
+                self.samples[f"increment_{axis}"]["errors"] = err[:, a]
         return out
 
 

@@ -2,7 +2,10 @@
 
 The bag is read once in log-time order. A truth message is always logged at its capture time,
 before the published copy (log time = capture + latency), so pending truths are held by stamp
-until their published copy arrives; those never matched are the dropped samples.
+until their published copy arrives; those never matched are the dropped samples. A truth is
+held for the sensor's largest latency and HOLD_SLACK_NS more, then given up as dropped (so a
+camera's dropped frames are not held to the end of the run); a published copy later than that
+is an error that says so.
 
 Where the bag has gaps (verify/integrity.py: damaged chunks, the part after a killed run's last
 complete chunk) a sample is left out, not judged: a published copy whose truth lies in a gap,
@@ -18,6 +21,9 @@ from dataclasses import dataclass, field
 from simconform.bag.messages import stamp_ns
 from simconform.bag.reader import SourceBag
 from simconform.errors import UserError
+
+HOLD_SLACK_NS = 10_000_000_000  # a truth waits this long past the largest latency
+HOLD_CHECK_NS = 1_000_000_000  # how often (log time) a sensor's old truths are looked for
 
 
 @dataclass
@@ -68,6 +74,8 @@ def stream_pairs(
         role[truth_topic] = (sensor, True)
     wanted = set(role)
     pending: dict[str, dict[int, object]] = {s: {} for s in topics}
+    released: dict[str, set[int]] = {s: set() for s in topics}  # stamps given up as Unpaired
+    checked: dict[str, int] = {}
     gap = in_gap or (lambda _lo, _hi: False)
     late = max_latency_ns or {}
     summary.excluded = dict.fromkeys(topics, 0)
@@ -95,6 +103,9 @@ def stream_pairs(
             continue
         if truth:
             pending[sensor][st] = value
+            if log_ns - checked.get(sensor, 0) > HOLD_CHECK_NS:
+                checked[sensor] = log_ns
+                yield from _release_old(sensor, pending, released, log_ns, late, gap, summary)
         elif st in pending[sensor]:
             item = Pair(st, log_ns, pending[sensor].pop(st), value)
             if gap(st, st):
@@ -103,6 +114,15 @@ def stream_pairs(
                 yield sensor, item
         elif gap(st, st):  # its truth was lost with a damaged chunk
             summary.excluded[sensor] += 1
+        elif st in released[sensor]:
+            raise UserError(
+                src.path,
+                topic,
+                st,
+                f"published {(log_ns - st) / 1e9:.3g} s after its capture: more than "
+                f"{HOLD_SLACK_NS / 1e9:g} s beyond the spec's largest latency, the longest a "
+                "truth sample is held for its published copy",
+            )
         else:
             raise UserError(
                 src.path,
@@ -118,3 +138,26 @@ def stream_pairs(
                 summary.excluded[sensor] += 1
             else:
                 yield sensor, Unpaired(st, left[st])
+
+
+def _release_old(
+    sensor: str,
+    pending: dict[str, dict[int, object]],
+    released: dict[str, set[int]],
+    log_ns: int,
+    late: dict[str, int],
+    gap: Callable[[int, int], bool],
+    summary: BagSummary,
+) -> Iterator[tuple[str, Unpaired]]:
+    """Truths whose published copy can no longer come (logged at most the sensor's largest
+    latency after its stamp; HOLD_SLACK_NS more allowed) are yielded as dropped now, not at
+    the end: a camera's dropped frames are not held for the whole run."""
+    limit = log_ns - late.get(sensor, 0) - HOLD_SLACK_NS
+    old = sorted(st for st in pending[sensor] if st < limit)
+    for st in old:
+        value = pending[sensor].pop(st)
+        released[sensor].add(st)
+        if gap(st, st + late.get(sensor, 0)):
+            summary.excluded[sensor] += 1
+        else:
+            yield sensor, Unpaired(st, value)

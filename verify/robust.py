@@ -263,7 +263,8 @@ class Reservoir:
         self.stride = 1
 
     def add(self, x: np.ndarray) -> None:
-        part = np.asarray(x).ravel()[:: self.stride]
+        # a copy: a strided view would keep the whole sweep it was taken from alive
+        part = np.asarray(x).ravel()[:: self.stride].copy()
         self.parts.append(part)
         self.kept += part.size
         if self.kept > self.size:

@@ -112,7 +112,10 @@ def verify_run(
             bar.close()
     found.excluded = {k: v for k, v in summary.excluded.items() if v}
     if found.state in ("interrupted", "failed") and found.span_end_ns is None:
-        last = max((max(a.truth_stamps, default=start) for a in accs.values()), default=start)
+        last = max(
+            (start if a.last_truth_ns is None else a.last_truth_ns for a in accs.values()),
+            default=start,
+        )
         duration_s = (last - start) / 1e9  # a run from before recorded_end_ns: its last capture
     sensors = {}
     for name, acc in accs.items():
@@ -121,8 +124,8 @@ def verify_run(
         sensors[name] = {
             "type": spec.sensors[name].type,
             "topic": spec.data_topics(name)[0],
-            "captures": len(acc.truth_stamps),
-            "published": len(acc.pub_stamps),
+            "captures": acc.captures,
+            "published": acc.published,
             "metrics": metrics,
         }
         if not found.nothing_judged:
@@ -203,9 +206,9 @@ def _localization(run_dir: Path, report: dict) -> None:
 def _returns_per_sweep(accs: dict) -> dict[str, float]:
     """Each lidar's true returns per published sweep in this run (the plan counts on it)."""
     return {
-        n: a.finite_truth / len(a.pub_stamps)
+        n: a.finite_truth / a.published
         for n, a in accs.items()
-        if hasattr(a, "finite_truth") and a.pub_stamps
+        if hasattr(a, "finite_truth") and a.published
     }
 
 

@@ -64,6 +64,21 @@ class Damage:
         )
 
 
+RELEASE_BYTES = 64 << 20  # a scan hands back the pages it has passed every this many bytes
+
+
+def release(buf: Buffer, done: int, upto: int) -> int:
+    """Drop the pages of buf[done:upto] from this process's memory once RELEASE_BYTES have
+    been passed (a read-only map: touched again, they are read again from the file); a scan
+    of a large bag otherwise keeps the whole file resident. Returns the new `done`."""
+    if upto - done < RELEASE_BYTES or not isinstance(buf, mmap.mmap):
+        return done
+    end = upto - upto % mmap.PAGESIZE
+    if hasattr(mmap, "MADV_DONTNEED"):  # not on Windows
+        buf.madvise(mmap.MADV_DONTNEED, done, end - done)
+    return end
+
+
 class Salvage:
     """Sequential reader of a damaged file: conns id -> (topic, msgtype, def format, def)."""
 

@@ -32,7 +32,16 @@ from collections.abc import Iterator
 
 from rosbags.typesys.msg import normalize_msgtype
 
-from simconform.bag.salvage.base import Buffer, Cut, Damage, NotABag, Salvage, decompress
+from simconform.bag.salvage.base import (
+    RELEASE_BYTES,
+    Buffer,
+    Cut,
+    Damage,
+    NotABag,
+    Salvage,
+    decompress,
+    release,
+)
 
 _MCAP_MAGIC = b"\x89MCAP0\r\n"
 _DATA_END = b"\x0f\x04\x00\x00\x00\x00\x00\x00\x00"  # opcode and length of DataEnd
@@ -72,8 +81,9 @@ class McapScan(Salvage):
     def _top(self, buf: Buffer, schemas: dict) -> Iterator:
         """Messages of the data section; True at DataEnd or Footer, False at a cut."""
         finished = _finished(buf)
-        pos, end, last_chunk = 8, len(buf), None
+        pos, end, last_chunk, done = 8, len(buf), None, 0
         while pos < end:
+            done = release(buf, done, pos)
             if pos + 9 > end:
                 return False
             op = buf[pos]
@@ -269,8 +279,13 @@ class McapScan(Salvage):
     def _data_crc(self, buf: Buffer, pos: int) -> None:
         (crc,) = struct.unpack_from("<I", buf, pos + 9)
         if crc:
-            with memoryview(buf) as whole, whole[:pos] as data:
-                got = zlib.crc32(data)
+            got, at, done = 0, 0, 0
+            with memoryview(buf) as whole:
+                while at < pos:  # a piece at a time, each let go (release) once read
+                    nxt = min(at + RELEASE_BYTES, pos)
+                    with whole[at:nxt] as data:
+                        got = zlib.crc32(data, got)
+                    at, done = nxt, release(buf, done, nxt)
             if got != crc:
                 self.notes.append(
                     f"{self._file}: data section CRC mismatch (stored {crc:08x}, data {got:08x})"

@@ -105,6 +105,8 @@ def published_series(
     accs = {
         n: _published_accumulator(n, s, level, duration_s, origin) for n, s in spec.sensors.items()
     }
+    for acc in accs.values():
+        acc.keep = True  # every stamp and error: the bootstrap resamples them
     topics = {n: spec.data_topics(n) for n in spec.sensors}
     decode = {n: type(a).decode for n, a in accs.items()}
     src = SourceBag(run_dir / "bag")  # an MCAP bag's damaged chunks are skipped
@@ -145,6 +147,7 @@ def _series_of(acc: Accumulator) -> dict[str, tuple[Series, dict]]:
             info = {"sigma": n.sigma, "bias": n.bias, "unit": "levels", "no_overlay": True}
             out["intensity"] = (ser, info)
     else:
+        acc.finish()
         acc.field_metrics()  # fills acc.samples with the verifier's error arrays
         fields = {k: v for k, v in acc.samples.items() if not k.startswith("_")}
         if isinstance(acc, lidar_cls):
