@@ -28,6 +28,13 @@ from simconform.pipeline.rng import STAGES, frame_generator, sensor_generators
 from simconform.spec import CameraSpec, LidarSpec
 
 
+def engine_sample(name: str, truth: TruthSample) -> TruthSample:
+    """The engine's own noisy sample (--noise engine): a backend that gives none is a bug."""
+    if truth.engine is None:
+        raise RuntimeError(f"{name}: the backend returned no engine-noise sample")
+    return truth.engine
+
+
 @dataclass
 class Published:
     sample: TruthSample | None  # None when the whole sample was dropped
@@ -54,9 +61,7 @@ class FrameStage:
 
     def apply(self, truth: TruthSample, k: int) -> TruthSample:
         if self.engine_noise:
-            if truth.engine is None:
-                raise RuntimeError(f"{self.name}: the backend returned no engine-noise sample")
-            noisy = truth.engine
+            noisy = engine_sample(self.name, truth)
         else:
             self.noise.rng = frame_generator(self.seed, self.name, STAGES.index("noise"), k)
             noisy = self.noise.apply(truth)
@@ -91,9 +96,7 @@ class SensorPipeline:
         if noisy is None and self.frame is not None:
             noisy = self.frame.apply(truth, k)
         elif noisy is None and self.engine_noise:
-            if truth.engine is None:
-                raise RuntimeError(f"{self.name}: the backend returned no engine-noise sample")
-            noisy = truth.engine
+            noisy = engine_sample(self.name, truth)
         elif noisy is None:
             noisy = self.noise.apply(truth)
         kept = self.dropout.apply(noisy)

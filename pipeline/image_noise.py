@@ -70,8 +70,10 @@ def draw_image_noise(image: np.ndarray, bias, sigma, rng: np.random.Generator) -
     cdf, table = _tables(float(bias), float(sigma))
     flat = np.ascontiguousarray(image).reshape(-1)
     n = flat.size
-    # raw 64-bit draws cut into 16-bit quarters: the cheapest uniform bits numpy gives
-    bits = rng.bit_generator.random_raw((n + 3) // 4).view(np.uint16)[:n]
+    # raw 64-bit draws cut into 16-bit quarters: the cheapest uniform bits numpy gives; read as
+    # little-endian so that a big-endian machine draws the same bits (no copy on x86/ARM)
+    raw = rng.bit_generator.random_raw((n + 3) // 4)
+    bits = raw.astype("<u8", copy=False).view("<u2")[:n]
     out = np.empty(n, dtype=np.uint8)
     doubt = np.empty(n, dtype=np.int64)
     m = _lookup(flat, bits, table, out, doubt)

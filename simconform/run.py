@@ -10,6 +10,9 @@ failed (an error), "recorded_end_ns" (the time the capture loop reached: the end
 recorded span), and "outputs", the SHA-256 and size of every file in bag/ and gt/. A run killed
 outright (SIGKILL, power loss) keeps "state": "recording"; `verify` then recovers what the bag
 holds (verify/integrity.py).
+
+About 420 lines: the capture loop, its stop rule and run.json's life cycle are one state
+machine; the parts that stand alone are already out (prefetch.py, feed.py, runplan.py).
 """
 
 from __future__ import annotations

@@ -216,3 +216,32 @@ def test_series_robust_equals_robust_of_array(x, sigma, data):
         elif not isinstance(v, float):
             assert got[k] == v, k
     np.testing.assert_array_equal(s.sample.values(), x)
+
+
+def test_a_sample_later_than_the_reorder_window_is_left_out_of_the_rate_and_counted():
+    """A published copy logged after the window has moved past its stamp (a replayed bag's
+    straggler) would give a negative interval and stretch its neighbours': it is left out of
+    the ordered statistics and counted on rate_hz; the other samples' rate is untouched."""
+    from simconform.spec import load_spec
+    from simconform.verify.metrics import ImuAccumulator
+    from simconform.verify.pairing import Pair
+
+    spec = load_spec("sensors_spec/rover_core.yaml").sensors["imu"]
+    period = round(1e9 / spec.rate_hz)
+    truth = np.array([0.0, 0.0, 9.81, 0.0, 0.0, 0.1])
+
+    def fed(straggler: bool):
+        acc = ImuAccumulator("imu", spec, 0.95, 60.0)
+        for k in range(3000):
+            if straggler and k == 1000:
+                continue  # sample 1000 comes 5 s late, below
+            acc.add(Pair(k * period, k * period + 1_000_000, truth, truth))
+            if straggler and k == 1000 + round(5e9 / period):
+                acc.add(Pair(1000 * period, 1000 * period + 5_000_000_000, truth, truth))
+        return acc.metrics()["rate_hz"]
+
+    late, clean = fed(True), fed(False)
+    assert late["out_of_order_left_out"] == 1
+    assert "out_of_order_left_out" not in clean
+    assert late["measured"] == pytest.approx(clean["measured"], rel=1e-9)
+    assert late["intervals_with_drops"] == 1  # the gap its absence left, not a negative one

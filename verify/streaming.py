@@ -25,7 +25,7 @@ the whole series, it is exact up to a stated size and keeps the statistic's law 
 - `BlockSums`: sums of blocks of b samples, b doubling to keep at most MAX_BLOCKS, for the
   Allan random-walk estimate (stats.allan_walk). Its block size m (about n / 40) is known only
   at the end; when b divides m it is exact, else it uses the largest multiple of b below m
-  (m changes by under 40 / MAX_BLOCKS of itself), an equally valid choice with its own
+  (m changes by under 80 / MAX_BLOCKS of itself, 0.25 %), an equally valid choice with its own
   chi-square interval.
 - `Reorder`: releases items in stamp order from a log-ordered stream (a sample is logged at
   most `horizon` after its stamp), so order-dependent statistics see the series sorted.
@@ -355,7 +355,8 @@ class Reorder:
     """Items of a log-ordered stream released in stamp order: a sample is logged at most
     `horizon_ns` after its stamp, so once the log clock passes stamp + horizon nothing earlier
     can come. One that does anyway (a sensor later than its spec allows by more than the
-    horizon's slack) is released at once, out of order, and counted in `late`."""
+    horizon's slack) is released at once, out of order, and counted in `late` (the
+    accumulator leaves it out of the ordered statistics and reports the count on rate_hz)."""
 
     def __init__(self, horizon_ns: int) -> None:
         self.horizon = int(horizon_ns)

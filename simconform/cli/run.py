@@ -182,8 +182,10 @@ def run(
 def default_jobs() -> int:
     """One capture worker per CPU this process may use, at most 4: the workers render, add the
     heavy sensors' noise and encode, the main process only orders and writes, so on 2 CPUs two
-    workers beat one (bench/demo.py, idle 2-core machine: 63.6 s against 89.8 s); on one CPU
-    the run stays in-process (0), as a worker would only add pickling."""
+    workers beat one (bench/demo.py, idle 2-core machine: 63.6 s against 89.8 s; under load
+    5-7.5 it was the other way, 162 s against 117 s, as the main process then gets less CPU:
+    pass --jobs 1 on a busy machine). On one CPU the run stays in-process (0). The affinity
+    mask is read, not cgroup CPU quotas."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return 0 if (cpus or 1) <= 1 else min(cpus, 4)
 
