@@ -39,13 +39,13 @@ from pathlib import Path
 from typing import ClassVar
 
 from rosbags.rosbag2 import StoragePlugin, Writer
+from rosbags.rosbag2.storage_mcap import McapWriter
+from rosbags.rosbag2.storage_sqlite3 import Sqlite3Writer
 
 try:  # as rosbags imports it
     from compression import zstd  # type: ignore[import-not-found]
 except ImportError:
     from backports import zstd
-from rosbags.rosbag2.storage_mcap import McapWriter
-from rosbags.rosbag2.storage_sqlite3 import Sqlite3Writer
 
 _MAGIC = b"\x89MCAP0\r\n"
 _CHUNK_CRC = 9 + 24  # opcode u8, length u64, message start/end u64, uncompressed size u64
@@ -82,9 +82,12 @@ class CrcMcapWriter(McapWriter):
         if chunk.bio.tell() > 2**20:
             self.close_chunk()
 
-    def close_chunk(self) -> None:
+    def __init__(self, path: Path, compression) -> None:
+        super().__init__(path, compression)
         if self.compression == "zstd":
             self.compressor = _zstd_fast
+
+    def close_chunk(self) -> None:
         with self.chunk.bio.getbuffer() as records:
             crc = zlib.crc32(records)
         start = self.bio.tell()
