@@ -207,7 +207,8 @@ class ReferenceBackend(SensorBackend):
                 origin = np.repeat(poses.t[r0:r1], w, axis=0)
                 d = np.einsum("rij,rcj->rci", rot[r0:r1], rays[r0:r1]).reshape(-1, 3)
             times = row_ns[0] if s.shutter == "global" else np.repeat(row_ns[r0:r1], w)
-            hits = scene.cast(origin, d, 0.0, np.inf, times)
+            grid = w if s.shutter == "global" else None  # one origin: cast in tiles
+            hits = scene.cast(origin, d, 0.0, np.inf, times, grid)
             if self.emulate == "gazebo":  # sRGB of ogre2's PBS shading (adapters/shading.py)
                 z = hits.dist * rays[r0:r1, :, 0].reshape(-1)
                 unseen = gazebo_unseen(self.world, hits.index, origin, d, hits.dist, z)

@@ -178,10 +178,12 @@ class MovingScene:
         t_min: float = 0.0,
         t_max: float = np.inf,
         times_ns: np.ndarray | int | None = None,
+        width: int | None = None,
     ) -> Hits:
         """Scene.cast, plus the actors where they are at `times_ns` (one per ray, or one for
-        all); without times the actors are left out (the world's static part)."""
-        hits = self.scene.cast(origins, directions, t_min, t_max)
+        all); without times the actors are left out (the world's static part). `width` as
+        in Scene.cast."""
+        hits = self.scene.cast(origins, directions, t_min, t_max, width)
         if len(self.actors) and times_ns is not None:
             self.actors.cast(origins, directions, times_ns, t_min, t_max, hits)
         return hits

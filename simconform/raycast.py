@@ -171,12 +171,15 @@ class Scene:
         directions: np.ndarray,
         t_min: float = 0.0,
         t_max: float = np.inf,
+        width: int | None = None,
     ) -> Hits:
         """Nearest surface along each ray at a distance in [t_min, t_max].
 
         origins (N, 3) or (3,) shared by all rays; directions (N, 3) unit vectors in the map
         frame. The nearest surface at or beyond t_min counts; when it lies beyond t_max the
-        ray misses (it is never replaced by a farther one).
+        ray misses (it is never replaced by a farther one). `width`: the rays form a
+        row-major grid that wide (a camera's pixels), which lets rays from one origin be
+        culled in tiles (bvhcast._cast_tiles); the results are the same.
         """
         if not 0 <= t_min <= t_max:
             raise ValueError(f"need 0 <= t_min <= t_max, got t_min={t_min}, t_max={t_max}")
@@ -192,7 +195,7 @@ class Scene:
 
         self._cast_planes(o, d, t_min, t_max, best, index, normal)
         if self._bvh is not None:
-            self._bvh.cast(o, d, t_min, t_max, best, index, normal)
+            self._bvh.cast(o, d, t_min, t_max, best, index, normal, width)
         elif len(self._slot_index):
             self._cast_bounded(o, d, t_min, t_max, best, index, normal)
         return Hits(best, index, normal)
