@@ -16,6 +16,10 @@ range_std 9.4e35 from one flipped byte). `CrcMcapWriter` fills the three fields 
   `summary_crc`: from the summary section's start through the Footer's summary_offset_start
   field. Both are patched once rosbags has closed the file, reading it back in 1 MiB blocks.
 
+CRC-32 comes from ISA-L (`isal`), the same polynomial as zlib's at 12.6 against 2.1 GB/s on
+the build machine: a camera run's chunks hold about 10 MB of raw images per simulated second,
+and every byte is summed when written and again when verified.
+
 Why a subclass and not the `mcap` package's writer: rosbags also writes metadata.yaml and the
 rosbag2 metadata record, and the bags must stay byte-identical for the same inputs and seed;
 the subclass changes nothing but the three CRC fields (positions fixed by the MCAP spec and
@@ -34,10 +38,10 @@ from __future__ import annotations
 
 import os
 import struct
-import zlib
 from pathlib import Path
 from typing import ClassVar
 
+from isal.isal_zlib import crc32  # zlib's CRC-32, 6x faster (ISA-L; bag/storage.py)
 from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.rosbag2.storage_mcap import McapWriter
 from rosbags.rosbag2.storage_sqlite3 import Sqlite3Writer
@@ -89,7 +93,7 @@ class CrcMcapWriter(McapWriter):
 
     def close_chunk(self) -> None:
         with self.chunk.bio.getbuffer() as records:
-            crc = zlib.crc32(records)
+            crc = crc32(records)
         start = self.bio.tell()
         super().close_chunk()
         self.bio.flush()  # the complete chunk reaches the OS: a killed run keeps it
@@ -138,7 +142,7 @@ def _crc(fh, start: int, end: int) -> int:
         block = fh.read(min(_BLOCK, left))
         if not block:
             raise RuntimeError(f"{fh.name}: file ends at byte {end - left}")
-        crc = zlib.crc32(block, crc)
+        crc = crc32(block, crc)
         left -= len(block)
     return crc
 

@@ -27,9 +27,9 @@ section, so a damaged first chunk (where rosbags writes them) does not hide the 
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Iterator
 
+from isal.isal_zlib import crc32  # zlib's CRC-32, 6x faster (ISA-L; bag/storage.py)
 from rosbags.typesys.msg import normalize_msgtype
 
 from simconform.bag.salvage.base import (
@@ -163,10 +163,10 @@ class McapScan(Salvage):
             if cut:
                 return None
             return self._damage(where, f"does not decompress ({exc})", start_ns, end_ns)
-        if crc and zlib.crc32(inner) != crc:
+        if crc and crc32(inner) != crc:
             return self._damage(
                 where,
-                f"CRC mismatch (stored {crc:08x}, data {zlib.crc32(inner):08x})",
+                f"CRC mismatch (stored {crc:08x}, data {crc32(inner):08x})",
                 start_ns,
                 end_ns,
             )
@@ -255,7 +255,7 @@ class McapScan(Salvage):
         if not 8 < summary_start <= footer:
             return
         if crc:
-            got = zlib.crc32(bytes(buf[summary_start : footer + 25]))
+            got = crc32(bytes(buf[summary_start : footer + 25]))
             if got != crc:
                 self.notes.append(
                     f"{self._file}: summary CRC mismatch (stored {crc:08x}, data {got:08x}); "
@@ -284,7 +284,7 @@ class McapScan(Salvage):
                 while at < pos:  # a piece at a time, each let go (release) once read
                     nxt = min(at + RELEASE_BYTES, pos)
                     with whole[at:nxt] as data:
-                        got = zlib.crc32(data, got)
+                        got = crc32(data, got)
                     at, done = nxt, release(buf, done, nxt)
             if got != crc:
                 self.notes.append(
