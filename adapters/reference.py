@@ -191,7 +191,9 @@ class ReferenceBackend(SensorBackend):
         h, w = rays.shape[:2]
         row_ns = t_ns + np.round(s.row_offsets_s() * 1e9).astype(np.int64)
         row_ns = np.minimum(row_ns, motion.end_ns)
-        poses = motion.pose_at(row_ns).compose(self.mounts[name])  # one pose per row
+        # one pose per row; a global shutter's rows share the first
+        poses = motion.pose_at(row_ns[:1] if s.shutter == "global" else row_ns)
+        poses = poses.compose(self.mounts[name])
         rot = poses.rot.as_matrix()
         light = self.world.light
         scene = self.moving(motion)

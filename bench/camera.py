@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from simconform.adapters.mujoco import MujocoBackend, default_gl
 from simconform.adapters.reference import ReferenceBackend
@@ -47,6 +48,7 @@ def main() -> None:
     spec = Spec.model_validate({"name": "bench", "sensors": {"camera": cam.model_dump()}})
     times = np.linspace(traj.start_ns, traj.end_ns - 10**9, args.frames).astype(np.int64)
     results = {}
+    threadpool_limits(limits=1, user_api="blas")  # as `simconform run` casts (simconform/run.py)
     for name, cls in (("reference", ReferenceBackend), ("mujoco", MujocoBackend)):
         b = cls()
         b.open(world, spec)

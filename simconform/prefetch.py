@@ -23,6 +23,7 @@ import signal
 from concurrent.futures import Future, ProcessPoolExecutor
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 _backend = None
 _trajectory = None
@@ -46,6 +47,7 @@ def _init(
 
     die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threadpool_limits(limits=1, user_api="blas")  # for this worker's life (simconform.run.run)
     global _backend, _trajectory
     from simconform.registry import BACKENDS, get_backend
 

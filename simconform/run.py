@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 from scipy.spatial.transform import Rotation
+from threadpoolctl import threadpool_limits
 
 from simconform.adapters.base import (
     SensorBackend,
@@ -192,6 +193,15 @@ def check_resources(cfg: RunConfig, p: Prepared) -> list[str]:
 
 
 def run(cfg: RunConfig, progress: bool | None = None) -> RunResult:
+    """Record one run. BLAS runs on one thread meanwhile, here and in the capture workers
+    (simconform/prefetch.py): the run's parallelism is its processes, and OpenBLAS's own
+    threads, one per core in every process, fight them for the cores (with one core busy
+    elsewhere a demo camera frame took 131 ms instead of 8)."""
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _run(cfg, progress)
+
+
+def _run(cfg: RunConfig, progress: bool | None) -> RunResult:
     p = prepare(cfg)
     inp, backend = p.inputs, p.backend
     check_target(cfg.out, "run", cfg.force)  # before an engine starts

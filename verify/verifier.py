@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from pydantic import ValidationError
+from threadpoolctl import threadpool_limits
 
 from simconform.bag.reader import SourceBag
 from simconform.errors import UserError, from_validation
@@ -60,7 +61,13 @@ def verify_run(
     run_dir: Path, level: float = 0.95, write: bool = True, progress: bool | None = False
 ) -> dict:
     """Judge a run folder and (write) its report/; `progress` as in simconform/progress.py
-    (None: a bar on a terminal, lines elsewhere; False: silent)."""
+    (None: a bar on a terminal, lines elsewhere; False: silent). BLAS on one thread, as in
+    simconform.run.run."""
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _verify(Path(run_dir), level, write, progress)
+
+
+def _verify(run_dir: Path, level: float, write: bool, progress: bool | None) -> dict:
     t0 = time.monotonic()
     run_dir = Path(run_dir)
     if not 0.5 <= level < 1:
