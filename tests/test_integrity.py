@@ -176,6 +176,56 @@ def test_run_json_records_the_end_state_span_and_every_output_digest(short_run: 
     assert report["run"]["integrity"]["scope"] == "whole run"
 
 
+def test_one_pass_reads_what_the_checked_reading_reads(short_run: Path, intact: Intact) -> None:
+    """A finished run's bag read once, checked as it goes (verify's default): the same
+    messages in the same order as rosbags after the separate check, and the same checks."""
+    src = SourceBag(short_run / "bag", one_pass=True)
+    try:
+        got = [
+            (t, log, bytes(raw))
+            for t, _m, log, raw in src.messages({c.topic for c in src.connections})
+        ]
+    finally:
+        src.close()
+    _, ref = read_all(short_run / "bag")
+    assert src.read_with == "checked scan (one pass)" and src.one_pass_clean
+    assert got == ref and src.chunks == {
+        "total": len(intact.chunks),
+        "with_crc": len(intact.chunks),
+    }
+    report = report_of(short_run)  # written by verify_run: one pass
+    assert report["run"]["integrity"]["read_with"] == "checked scan (one pass)"
+
+
+def test_one_pass_that_meets_damage_is_read_again_the_checked_way(
+    short_run: Path, intact: Intact, tmp_path: Path
+) -> None:
+    """A flipped byte in a late chunk: the one pass has paired samples before it finds the
+    damage, so verify reads the bag again the checked way, which leaves the damaged chunk's
+    span out before pairing: the report is the one the checked reading alone gives."""
+    from simconform.verify import verifier
+
+    run = copy_run(short_run, tmp_path / "run")
+    s, e, _m = intact.chunks[-2]
+    flip(run / "bag" / "bag.mcap", (s + e) // 2)
+    one = verifier.verify_run(run, write=False)
+    src = SourceBag(run / "bag", one_pass=True)
+    try:
+        list(src.messages({c.topic for c in src.connections}))
+    finally:
+        src.close()
+    assert src.damaged and not src.one_pass_clean
+    orig = verifier._open_bag
+    try:
+        verifier._open_bag = lambda r, m, one_pass=False: orig(r, m, False)
+        checked = verifier.verify_run(run, write=False)
+    finally:
+        verifier._open_bag = orig
+    assert one["run"]["integrity"]["read_with"] == "checked scan (damaged chunks skipped)"
+    one.pop("provenance"), checked.pop("provenance")
+    assert one == checked
+
+
 # ----------------------------------------------------------------- flipped bytes, cut files
 
 

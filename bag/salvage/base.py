@@ -85,7 +85,7 @@ class Salvage:
     format = ""
     is_ros1 = False
 
-    def __init__(self, files: list[Path]) -> None:
+    def __init__(self, files: list[Path], prescan: bool = True) -> None:
         self.files = files
         self.maps = []
         self.handles = []
@@ -103,10 +103,13 @@ class Salvage:
         self.last_log_ns: int | None = None
         self._store: Typestore | None = None
         try:
-            n, last = 0, None  # the scan collects connections and checks the structure
-            for _cid, log_ns, _raw in self.scan():
-                n, last = n + 1, log_ns if last is None else max(last, log_ns)
-            self.count, self.last_log_ns = n, last
+            if prescan:
+                n, last = 0, None  # the scan collects connections and checks the structure
+                for _cid, log_ns, _raw in self.scan():
+                    n, last = n + 1, log_ns if last is None else max(last, log_ns)
+                self.count, self.last_log_ns = n, last
+            else:  # the connections from an index; the checks come with the one scan
+                self.index()
             if not self.conns:
                 raise NotABag("no connection records found")
         except BaseException:
@@ -115,6 +118,9 @@ class Salvage:
 
     def scan(self) -> Iterator[tuple[int, int, bytes]]:
         raise NotImplementedError
+
+    def index(self) -> None:
+        """Fill `conns` without a scan, where the file has an index (else leave it empty)."""
 
     def deserialize(self, raw: bytes, msgtype: str) -> Any:
         if self._store is None:

@@ -76,6 +76,14 @@ class McapScan(Salvage):
         self.stop_reason = "data section complete (the summary section is damaged)"
         self.clean_end = True
 
+    def index(self) -> None:
+        """Channels from each file's summary section (a closed file's; its CRC checked)."""
+        for path, buf in zip(self.files, self.maps):
+            if bytes(buf[:8]) != _MCAP_MAGIC:
+                raise NotABag(f"{path.name} does not start with the MCAP magic")
+            self._file = path.name
+            self._summary(buf, {})
+
     # ----------------------------------------------------------------- top level
 
     def _top(self, buf: Buffer, schemas: dict) -> Iterator:
