@@ -64,7 +64,7 @@ class Damage:
         )
 
 
-RELEASE_BYTES = 64 << 20  # a scan hands back the pages it has passed every this many bytes
+RELEASE_BYTES = 8 << 20  # a scan hands back the pages it has passed every this many bytes
 
 
 def release(buf: Buffer, done: int, upto: int) -> int:
