@@ -22,6 +22,10 @@ class UserError(Exception):
         self.allowed = allowed
         super().__init__(str(self))
 
+    def __reduce__(self):
+        """Pickled as its four fields (a worker process's error reaches the parent whole)."""
+        return UserError, (self.file, self.field, self.value, self.allowed)
+
     def __str__(self) -> str:
         where = f"{self.file}: " if self.file else ""
         field = f"{self.field}: " if self.field else ""

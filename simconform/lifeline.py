@@ -8,6 +8,8 @@
   forked does (each holds its "alive" pipe). So a watchdog thread also polls the owner's pid
   (and the parent pid, which changes when the parent dies) every POLL_S; when either is gone
   it removes the worker's scratch folders and kills the worker.
+- `end_pool(pool, kill)`: shut a ProcessPoolExecutor down; with `kill` (its owner stopped or
+  failed) end its workers first, so none busy with (or stuck in) a task outlives the owner.
 - `watch_process(pid)`: the same watchdog for a process that is not our parent (a Ray task
   watching its driver, when both run on one host).
 - `scratch_dir(prefix)`: a temporary folder named after this host and pid. A process killed
@@ -144,3 +146,23 @@ def scratch(prefix: str, root: str | Path | None = None):
         yield path
     finally:
         remove_scratch(path)
+
+
+def end_pool(pool, kill: bool = False) -> None:
+    """Wait for a ProcessPoolExecutor's workers; with `kill`, end them first."""
+    if kill:
+        # ProcessPoolExecutor has no public way to end its workers before Python 3.14
+        procs = list((getattr(pool, "_processes", None) or {}).values())
+        for proc in procs:
+            proc.kill()
+        for proc in procs:
+            proc.join(timeout=10)
+        # A worker killed while it was sending a result leaves the pool's reader thread
+        # waiting for bytes that never come: this process holds the pipe's other end, so
+        # no EOF arrives and shutdown() waits forever (a run stopped by a full disk hung
+        # this way, now and then). Closing our end makes the reader see EOF; the pool then
+        # winds down as broken.
+        writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
+        if writer is not None:
+            writer.close()
+    pool.shutdown(wait=True, cancel_futures=True)

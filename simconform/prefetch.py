@@ -122,19 +122,6 @@ class CapturePool:
     def close(self, kill: bool = False) -> None:
         """Wait for the workers; with `kill` (the run stopped or failed) end them first, so a
         worker busy with (or stuck in) a capture never outlives its run."""
-        if kill:
-            # ProcessPoolExecutor has no public way to end its workers before Python 3.14
-            procs = list((getattr(self.pool, "_processes", None) or {}).values())
-            for proc in procs:
-                proc.kill()
-            for proc in procs:
-                proc.join(timeout=10)
-            # A worker killed while it was sending a result leaves the pool's reader thread
-            # waiting for bytes that never come: this process holds the pipe's other end, so
-            # no EOF arrives and shutdown() waits forever (a run stopped by a full disk hung
-            # this way, now and then). Closing our end makes the reader see EOF; the pool then
-            # winds down as broken.
-            writer = getattr(getattr(self.pool, "_result_queue", None), "_writer", None)
-            if writer is not None:
-                writer.close()
-        self.pool.shutdown(wait=True, cancel_futures=True)
+        from simconform.lifeline import end_pool
+
+        end_pool(self.pool, kill)

@@ -203,7 +203,7 @@ def test_one_pass_that_meets_damage_is_read_again_the_checked_way(
     """A flipped byte in a late chunk: the one pass has paired samples before it finds the
     damage, so verify reads the bag again the checked way, which leaves the damaged chunk's
     span out before pairing: the report is the one the checked reading alone gives."""
-    from simconform.verify import verifier
+    from simconform.verify import reading, verifier
 
     run = copy_run(short_run, tmp_path / "run")
     s, e, _m = intact.chunks[-2]
@@ -215,12 +215,12 @@ def test_one_pass_that_meets_damage_is_read_again_the_checked_way(
     finally:
         src.close()
     assert src.damaged and not src.one_pass_clean
-    orig = verifier._open_bag
+    orig = reading.open_run_bag
     try:
-        verifier._open_bag = lambda r, m, one_pass=False: orig(r, m, False)
+        reading.open_run_bag = lambda r, m, one_pass=False: orig(r, m, False)
         checked = verifier.verify_run(run, write=False)
     finally:
-        verifier._open_bag = orig
+        reading.open_run_bag = orig
     assert one["run"]["integrity"]["read_with"] == "checked scan (damaged chunks skipped)"
     one.pop("provenance"), checked.pop("provenance")
     assert one == checked

@@ -14,18 +14,15 @@ from pathlib import Path
 from pydantic import ValidationError
 from threadpoolctl import threadpool_limits
 
-from simconform.bag.reader import SourceBag
 from simconform.errors import UserError, from_validation
-from simconform.progress import progress_bar
 from simconform.spec import Spec
 from simconform.verify import stats
-from simconform.verify import tolerances as tl
 from simconform.verify.accumulator import metric, not_applicable
 from simconform.verify.diagnosis import diagnose_all
 from simconform.verify.family import apply_holm
-from simconform.verify.integrity import check_run, run_state
-from simconform.verify.metrics import make_accumulator
-from simconform.verify.pairing import BagSummary, Pair, stream_pairs
+from simconform.verify.integrity import run_state
+from simconform.verify.pairing import Pair
+from simconform.verify.parallel import read_parallel
 from simconform.verify.shortfall import annotate
 from simconform.verify.summary import complete_report
 from simconform.world import Origin
@@ -80,7 +77,7 @@ def _verify(run_dir: Path, level: float, write: bool, progress: bool | None) -> 
         origin = Origin.model_validate(manifest["world_content"]["origin"])
     except ValidationError as err:
         raise from_validation(run_dir / "run.json", err) from None
-    found, accs, summary = _read(run_dir, manifest, spec, origin, level, progress)
+    found, accs, summary = read_parallel(run_dir, manifest, spec, origin, level, progress)
     start = int(manifest["start_ns"])
     end = found.span_end_ns if found.span_end_ns is not None else int(manifest["end_ns"])
     duration_s = max(end - start, 0) / 1e9
@@ -195,23 +192,6 @@ def _not_being_written(run_dir: Path) -> None:
         pass
 
 
-def _open_bag(run_dir: Path, manifest: dict, one_pass: bool = False) -> SourceBag:
-    """The run's bag, checked (or, `one_pass`, to be checked as it is read: bag/reader.py);
-    a killed run whose bag holds nothing readable says so."""
-    try:
-        return SourceBag(run_dir / "bag", one_pass)
-    except UserError as exc:
-        if run_state(manifest) != "recording":
-            raise
-        raise UserError(
-            run_dir / "bag",
-            "bag",
-            exc.value,
-            "the run was killed before its bag held a complete chunk (or a full disk stopped "
-            "it then; run.json still says it is recording): there is nothing to verify",
-        ) from None
-
-
 def _time_offset_metrics(sensors: dict, manifest: dict) -> None:
     """Replay: each sensor's offset against the pose stream (adapters/replay/align.py), judged
     against the latency tolerance (a stamp that far from the capture instant makes every
@@ -316,71 +296,6 @@ def overall(sensors: dict) -> str:
         if v in verdicts:
             return v
     return "not_applicable"
-
-
-def _read(run_dir: Path, manifest: dict, spec: Spec, origin: Origin, level: float, progress):
-    """(integrity, accumulators, bag summary) of the run's bag. A finished run's MCAP bag is
-    read once, its checks made while it is read (bag/reader.py `one_pass`); only where that
-    reading finds damage, or stops on an error that damage may explain, is the bag read
-    again the checked way, which locates the damage before any sample is paired."""
-    src = _open_bag(run_dir, manifest, run_state(manifest) == "finished")
-    try:
-        found, accs, summary = _judge(run_dir, manifest, spec, origin, level, progress, src)
-    except UserError:
-        if not src.one_pass:
-            raise
-        found = None  # read again below: the checked reading raises it if it stands
-    finally:
-        src.close()
-    if not src.one_pass:
-        return found, accs, summary
-    bag_ok = found is not None and all(
-        v == "ok" for k, v in found.files.items() if k.startswith("bag/")
-    )
-    if found is not None and bag_ok and src.one_pass_clean:
-        found.chunks = src.chunks
-        return found, accs, summary
-    src = _open_bag(run_dir, manifest)
-    try:
-        return _judge(run_dir, manifest, spec, origin, level, progress, src)
-    finally:
-        src.close()
-
-
-def _judge(run_dir: Path, manifest: dict, spec: Spec, origin: Origin, level: float, progress,
-           src: SourceBag):  # fmt: skip
-    """Check the run (verify/integrity.py) and pair and accumulate every sample of `src`."""
-    found = check_run(run_dir, manifest, src)
-    start = int(manifest["start_ns"])
-    end = found.span_end_ns if found.span_end_ns is not None else int(manifest["end_ns"])
-    duration_s = max(end - start, 0) / 1e9
-    accs = {n: make_accumulator(n, s, level, duration_s, origin) for n, s in spec.sensors.items()}
-    for acc in accs.values():
-        acc.gaps = found.gaps
-    topics = {n: spec.data_topics(n) for n in spec.sensors}
-    decode = {n: type(a).decode for n, a in accs.items()}
-    late = {n: round(tl.latency_max_ms(s.latency) * 1e6) for n, s in spec.sensors.items()}
-    summary = BagSummary()
-    pairs = stream_pairs(src, topics, decode, summary, found.excluded_at, late, found.undecodable)
-    total = sum((manifest.get("captures") or {}).values()) or 1
-    bar = progress_bar(total, progress, "verifying")
-    try:
-        for i, (sensor, item) in enumerate(() if found.nothing_judged else pairs):
-            if bar is not None and i % 50 == 0:
-                bar.update(min(i, total))
-            try:
-                accs[sensor].add(item)
-            except ValueError as exc:
-                raise UserError(
-                    run_dir / "bag",
-                    spec.data_topics(sensor)[0],
-                    getattr(item, "stamp_ns", None),
-                    str(exc),
-                ) from None
-    finally:
-        if bar is not None:
-            bar.close()
-    return found, accs, summary
 
 
 __all__ = ["Pair", "verify_run"]

@@ -1,0 +1,95 @@
+"""Judge a run's camera frames in a second process while this one judges the other sensors.
+
+A camera dominates verification: each frame's JPEG is decoded and compared with its truth
+image (the 200 s demo: about 5 of its 15 s of reading). On a machine with two or more CPUs, a
+run holding more than OFFLOAD_BYTES of camera truth has its cameras judged by a worker
+process that reads the bag itself (each reader decompresses the bag: the price of not
+shipping images between processes) while this process judges the rest; the report is the one
+a single reader gives (`tests/test_verify_parallel.py`). Where the two readings of the bag's
+integrity differ (damage found in one pass only, say) everything is read again in one process.
+Short runs stay in one process: a worker's start (imports, about 2 s) would cost more than it
+saves.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+
+from simconform.lifeline import end_pool
+from simconform.spec import CameraSpec, Spec
+from simconform.verify.reading import read_run
+from simconform.world import Origin
+
+OFFLOAD_BYTES = 256 << 20  # camera truth (rgb8 frames) worth a second process
+
+
+def offload(spec: Spec, manifest: dict) -> tuple[str, ...]:
+    """The cameras to judge in a worker process; () to judge everything here."""
+    if len(os.sched_getaffinity(0)) < 2:
+        return ()
+    captures = manifest.get("captures") or {}
+    cams = tuple(n for n, s in spec.sensors.items() if isinstance(s, CameraSpec))
+    if not cams or len(cams) == len(spec.sensors):
+        return ()
+    size = sum(
+        captures.get(n, 0) * 3 * spec.sensors[n].width * spec.sensors[n].height for n in cams
+    )
+    return cams if size >= OFFLOAD_BYTES else ()
+
+
+def read_parallel(
+    run_dir: Path, manifest: dict, spec: Spec, origin: Origin, level: float, progress
+) -> tuple:
+    """As verify.reading.read_run over every sensor, with `offload`'s cameras in a worker."""
+    cams = offload(spec, manifest)
+    if not cams:
+        return read_run(run_dir, manifest, spec, origin, level, progress)
+    rest = tuple(n for n in spec.sensors if n not in cams)
+    method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+    pool = ProcessPoolExecutor(
+        max_workers=1, mp_context=mp.get_context(method), initializer=_init, initargs=(os.getpid(),)
+    )
+    ok = False
+    try:
+        part = pool.submit(_part, run_dir, manifest, spec, origin, level, cams)
+        found, accs, summary = read_run(run_dir, manifest, spec, origin, level, progress, rest)
+        try:
+            found2, accs2, summary2 = part.result()
+        except BrokenProcessPool:  # the worker died (killed, out of memory): one reader
+            found2 = None
+        ok = True
+    finally:
+        end_pool(pool, kill=not ok)  # Ctrl-C or an error here: the worker goes too
+    if found2 is None or found2.as_dict() != found.as_dict():  # one reader decides
+        return read_run(run_dir, manifest, spec, origin, level, progress)
+    accs = {n: (accs | accs2)[n] for n in spec.sensors}  # the spec's order, as one reader's
+    for acc in accs.values():
+        acc.gaps = found.gaps
+    summary.messages += summary2.messages
+    summary.excluded = {n: (summary.excluded | summary2.excluded)[n] for n in spec.sensors}
+    summary.truncated = summary.truncated or summary2.truncated
+    ends = [e for e in (summary.readable_until_ns, summary2.readable_until_ns) if e is not None]
+    summary.readable_until_ns = max(ends) if ends else None
+    return found, accs, summary
+
+
+def _part(run_dir: Path, manifest: dict, spec: Spec, origin: Origin, level: float, cams):
+    """The worker's share: read_run over the cameras, without a progress bar."""
+    return read_run(run_dir, manifest, spec, origin, level, False, cams)
+
+
+def _init(parent: int) -> None:
+    """The worker dies with its parent and leaves Ctrl-C to it; BLAS on one thread, as in
+    verify_run."""
+    from threadpoolctl import threadpool_limits
+
+    from simconform.lifeline import die_with_parent
+
+    die_with_parent(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threadpool_limits(limits=1, user_api="blas")
