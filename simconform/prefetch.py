@@ -25,9 +25,12 @@ from concurrent.futures import Future, ProcessPoolExecutor
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from simconform import slots
+
 _backend = None
 _trajectory = None
 _frames: dict = {}  # sensor -> FrameStage (a pool made with a seed)
+_ring: tuple[str | None, int] = (None, 0)  # the run's result segment (simconform.slots)
 
 
 def _init(
@@ -42,10 +45,14 @@ def _init(
     epoch_s: int = 0,
     seed: int | None = None,
     engine_noise: tuple[str, ...] = (),
+    ring: tuple[str | None, int] = (None, 0),
 ) -> None:
     from simconform.lifeline import die_with_parent
 
     die_with_parent(parent)
+    global _ring
+    _ring = ring
+    slots.attach(ring[0])
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threadpool_limits(limits=1, user_api="blas")  # for this worker's life (simconform.run.run)
     global _backend, _trajectory
@@ -70,13 +77,15 @@ def _init(
                 _frames[name] = FrameStage(name, s, seed, name in engine_noise)
 
 
-def _capture(sensor: str, times: np.ndarray, first: int | None = None) -> list:
-    """Truth per time; with `first` (capture index of times[0]), (truth, noisy) pairs."""
+def _capture(sensor: str, times: np.ndarray, first: int | None = None, slot: int | None = None):
+    """Truth per time; with `first` (capture index of times[0]), (truth, noisy) pairs; with
+    `slot`, sent back through that slot of the run's segment."""
     truths = _backend.capture_batch(sensor, times, _trajectory)
-    if first is None:
-        return truths
-    stage = _frames[sensor]
-    return [(t, stage.apply(t, first + j)) for j, t in enumerate(truths)]
+    if first is not None:
+        stage = _frames[sensor]
+        truths = [(t, stage.apply(t, first + j)) for j, t in enumerate(truths)]
+    name, size = _ring
+    return truths if slot is None or name is None else slots.Slotted(truths, name, slot, size)
 
 
 class CapturePool:
@@ -95,6 +104,7 @@ class CapturePool:
     ) -> None:
         from simconform.registry import BACKENDS
 
+        self.ring = _ring_for(spec)
         method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
         self.pool = ProcessPoolExecutor(
             max_workers=jobs,
@@ -112,12 +122,17 @@ class CapturePool:
                 epoch_s,
                 seed,
                 tuple(engine_noise),
+                (self.ring.name, self.ring.size),
             ),
         )
 
     def submit(self, sensor: str, times: np.ndarray, first: int | None = None) -> Future:
         """Render `times`; with `first` (a pool made with a seed), (truth, noisy) pairs."""
-        return self.pool.submit(_capture, sensor, times, first)
+        slot = self.ring.take()
+        work = self.pool.submit(_capture, sensor, times, first, slot)
+        if slot is not None:  # the result is copied out before the future is done
+            work.add_done_callback(lambda _: self.ring.free.put(slot))
+        return work
 
     def close(self, kill: bool = False) -> None:
         """Wait for the workers; with `kill` (the run stopped or failed) end them first, so a
@@ -125,3 +140,18 @@ class CapturePool:
         from simconform.lifeline import end_pool
 
         end_pool(self.pool, kill)
+        self.ring.close()
+
+
+def _ring_for(spec) -> slots.Ring:
+    """A slot per batch a run can have in flight (budget.AHEAD per heavy sensor), each room
+    for a batch's truth and its noisy copy."""
+    from simconform.budget import AHEAD, batch_size, truth_bytes
+    from simconform.pipeline.chain import is_heavy
+    from simconform.spec import load_spec
+
+    heavy = [s for s in load_spec(spec).sensors.values() if is_heavy(s)]
+    if not heavy:
+        return slots.Ring(0, 0)
+    size = max(2 * batch_size(s, s.rate_hz) * truth_bytes(s) for s in heavy) + (1 << 20)
+    return slots.Ring(AHEAD * len(heavy), size)

@@ -58,6 +58,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "simconform.run",
             "simconform.prefetch",
+            "simconform.slots",
             "simconform.feed",
             "simconform.probe",
             "simconform.doctor",
