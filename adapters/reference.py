@@ -202,12 +202,13 @@ class ReferenceBackend(SensorBackend):
         band = max(1, 65536 // w)
         for r0 in range(0, h, band):
             r1 = min(h, r0 + band)
+            d = np.empty(((r1 - r0) * w, 3))
             if s.shutter == "global":
                 origin = poses.t[0]
-                d = rays[r0:r1].reshape(-1, 3) @ rot[0].T
+                _rotate(rays[r0:r1], rot[:1], d)
             else:
                 origin = np.repeat(poses.t[r0:r1], w, axis=0)
-                d = np.einsum("rij,rcj->rci", rot[r0:r1], rays[r0:r1]).reshape(-1, 3)
+                _rotate(rays[r0:r1], rot[r0:r1], d)
             times = row_ns[0] if s.shutter == "global" else np.repeat(row_ns[r0:r1], w)
             grid = w if s.shutter == "global" else None  # one origin: cast in tiles
             hits = scene.cast(origin, d, 0.0, np.inf, times, grid)
@@ -230,6 +231,21 @@ class ReferenceBackend(SensorBackend):
                 # z-depth: the ray's component along the optical axis (body x) is frame-free
                 depth[r0:r1] = hits.dist.reshape(r1 - r0, w) * rays[r0:r1, :, 0]
         return CameraTruth(image=image, depth=depth)
+
+
+@njit(cache=True, nogil=True)
+def _rotate(rays, rot, out) -> None:
+    """out = each pixel ray (rows, W, 3) rotated by its row's matrix (rot (rows, 3, 3), or one
+    matrix for every row): half the time of numpy's matmul, whose BLAS call has little to do
+    for N x 3 by 3 x 3, and the same bits on every CPU (no FMA, one summation order)."""
+    rows, w = rays.shape[0], rays.shape[1]
+    for r in range(rows):
+        m = rot[r if len(rot) > 1 else 0]
+        for c in range(w):
+            x, y, z = rays[r, c, 0], rays[r, c, 1], rays[r, c, 2]
+            i = r * w + c
+            for k in range(3):
+                out[i, k] = (m[k, 0] * x + m[k, 1] * y) + m[k, 2] * z
 
 
 @njit(cache=True, nogil=True)

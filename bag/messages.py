@@ -94,11 +94,15 @@ def cloud_arrays(msg) -> dict[str, np.ndarray]:
         }
     )
     raw = np.asarray(msg.data, dtype=np.uint8)
-    rows = []
-    for r in range(msg.height):
-        row = raw[r * msg.row_step : r * msg.row_step + msg.width * msg.point_step]
-        rows.append(np.frombuffer(row.tobytes(), dtype=dtype, count=msg.width))
-    arr = np.stack(rows)
+    h, w = msg.height, msg.width
+    if h and w and (h - 1) * msg.row_step + w * msg.point_step > raw.size:
+        raise ValueError(
+            f"PointCloud2 data holds {raw.size} bytes, {h} rows of {w} points need "
+            f"{(h - 1) * msg.row_step + w * msg.point_step}"
+        )
+    # the points in place (rows row_step apart), copied once: fields are writable arrays
+    arr = np.ndarray((h, w), dtype=dtype, buffer=raw, strides=(msg.row_step, msg.point_step))
+    arr = arr.copy()
     return {n: arr[n] for n in names}
 
 
