@@ -8,6 +8,9 @@
   forked does (each holds its "alive" pipe). So a watchdog thread also polls the owner's pid
   (and the parent pid, which changes when the parent dies) every POLL_S; when either is gone
   it removes the worker's scratch folders and kills the worker.
+- `worker_context()`, `become_worker(owner)`: the start method of a run's worker pools (a fork
+  server) and the set-up each worker makes first (dies with its owner, leaves Ctrl-C to it,
+  BLAS on one thread).
 - `end_pool(pool, kill)`: shut a ProcessPoolExecutor down; with `kill` (its owner stopped or
   failed) end its workers first, so none busy with (or stuck in) a task outlives the owner.
 - `watch_process(pid)`: the same watchdog for a process that is not our parent (a Ray task
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import multiprocessing as mp
 import os
 import re
 import shutil
@@ -146,6 +150,22 @@ def scratch(prefix: str, root: str | Path | None = None):
         yield path
     finally:
         remove_scratch(path)
+
+
+def worker_context():
+    """A fork server where there is one, never a fork of this process (which may hold engine
+    state a fork copies but cannot use: simconform.prefetch), else spawn."""
+    return mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
+
+
+def become_worker(owner: int | None) -> None:
+    """A pool worker's first steps: die with `owner`, leave Ctrl-C to it, BLAS on one thread
+    for the worker's life (simconform.run.run says why)."""
+    from threadpoolctl import threadpool_limits
+
+    die_with_parent(owner)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threadpool_limits(limits=1, user_api="blas")
 
 
 def end_pool(pool, kill: bool = False) -> None:

@@ -17,15 +17,13 @@ backend registered at run time works too.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
-import signal
 from concurrent.futures import Future, ProcessPoolExecutor
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from simconform import slots
+from simconform.lifeline import become_worker, end_pool, worker_context
 
 _backend = None
 _trajectory = None
@@ -47,14 +45,10 @@ def _init(
     engine_noise: tuple[str, ...] = (),
     ring: tuple[str | None, int] = (None, 0),
 ) -> None:
-    from simconform.lifeline import die_with_parent
-
-    die_with_parent(parent)
+    become_worker(parent)
     global _ring
     _ring = ring
     slots.attach(ring[0])
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    threadpool_limits(limits=1, user_api="blas")  # for this worker's life (simconform.run.run)
     global _backend, _trajectory
     from simconform.registry import BACKENDS, get_backend
 
@@ -105,10 +99,9 @@ class CapturePool:
         from simconform.registry import BACKENDS
 
         self.ring = _ring_for(spec)
-        method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
         self.pool = ProcessPoolExecutor(
             max_workers=jobs,
-            mp_context=mp.get_context(method),
+            mp_context=worker_context(),
             initializer=_init,
             initargs=(
                 os.getpid(),  # the workers' owner: they exit when this run does
@@ -137,8 +130,6 @@ class CapturePool:
     def close(self, kill: bool = False) -> None:
         """Wait for the workers; with `kill` (the run stopped or failed) end them first, so a
         worker busy with (or stuck in) a capture never outlives its run."""
-        from simconform.lifeline import end_pool
-
         end_pool(self.pool, kill)
         self.ring.close()
 

@@ -13,14 +13,12 @@ saves.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
-import signal
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from simconform.lifeline import end_pool
+from simconform.lifeline import become_worker, end_pool, worker_context
 from simconform.spec import CameraSpec, Spec
 from simconform.verify.reading import read_run
 from simconform.world import Origin
@@ -50,9 +48,11 @@ def read_parallel(
     if not cams:
         return read_run(run_dir, manifest, spec, origin, level, progress)
     rest = tuple(n for n in spec.sensors if n not in cams)
-    method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
     pool = ProcessPoolExecutor(
-        max_workers=1, mp_context=mp.get_context(method), initializer=_init, initargs=(os.getpid(),)
+        max_workers=1,
+        mp_context=worker_context(),
+        initializer=become_worker,
+        initargs=(os.getpid(),),
     )
     ok = False
     try:
@@ -81,15 +81,3 @@ def read_parallel(
 def _part(run_dir: Path, manifest: dict, spec: Spec, origin: Origin, level: float, cams):
     """The worker's share: read_run over the cameras, without a progress bar."""
     return read_run(run_dir, manifest, spec, origin, level, False, cams)
-
-
-def _init(parent: int) -> None:
-    """The worker dies with its parent and leaves Ctrl-C to it; BLAS on one thread, as in
-    verify_run."""
-    from threadpoolctl import threadpool_limits
-
-    from simconform.lifeline import die_with_parent
-
-    die_with_parent(parent)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    threadpool_limits(limits=1, user_api="blas")
