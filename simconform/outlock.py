@@ -57,13 +57,7 @@ def lock(out: Path, option: str = "--out") -> int:
         except BlockingIOError:
             holder = _holder(fd)
             os.close(fd)
-            then = " or choose another --out" if option == "--out" else ", then run it again"
-            raise UserError(
-                None,
-                option,
-                str(out),
-                f"is being written by {holder}; wait for it to finish{then}",
-            ) from None
+            raise _busy(out, option, holder) from None
         # the file may have been replaced between open and flock: lock the one on disk
         try:
             same = os.stat(path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
@@ -85,6 +79,33 @@ def lock(out: Path, option: str = "--out") -> int:
         os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
     _held[key] = [fd, 1]
     return fd
+
+
+def refuse_if_busy(out: Path, option: str = "--out") -> None:
+    """UserError naming the holder when another process writes `out`; writes nothing (the lock
+    file is only opened to read). The checks on what a folder holds come after this one: a
+    writer's half-written files (run.json.tmp) are not the user's."""
+    if os.path.realpath(out) in _held:
+        return
+    try:
+        fd = os.open(out / BOOK / LOCK, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return  # no lock file (never written, or not simconform's): nobody holds it
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise _busy(out, option, _holder(fd)) from None
+    except OSError:
+        return
+    finally:
+        os.close(fd)  # also drops the shared lock taken just to look
+
+
+def _busy(out: Path, option: str, holder: str) -> UserError:
+    then = " or choose another --out" if option == "--out" else ", then run it again"
+    return UserError(
+        None, option, str(out), f"is being written by {holder}; wait for it to finish{then}"
+    )
 
 
 def _is_cli() -> bool:

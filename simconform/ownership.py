@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from simconform.errors import UserError
-from simconform.outlock import BOOK
+from simconform.outlock import BOOK, refuse_if_busy
 
 OUTPUTS = "outputs.json"
 
@@ -68,6 +68,7 @@ def check_target(out: Path, kind: str, force: bool) -> str:
         raise UserError(None, "--out", str(out), f"cannot write in {parent} ({why})")
     if not out.exists():
         return "new"
+    refuse_if_busy(out)
     entries = [p for p in out.iterdir() if p.name != BOOK]
     if not entries:
         return "empty"
@@ -168,7 +169,9 @@ def owned_paths(out: Path, kind: str) -> set[str]:
 
 
 def covers(owned: set[str], rel: str) -> bool:
-    if rel in owned:
+    """Whether `rel` is ours: listed, inside a folder of ours, or the temporary file an atomic
+    write of a file of ours leaves when its writer is killed (run.json.tmp)."""
+    if rel in owned or (rel.endswith(".tmp") and rel[: -len(".tmp")] in owned):
         return True
     parts = rel.rstrip("/").split("/")
     return any("/".join(parts[:i]) + "/" in owned for i in range(1, len(parts)))

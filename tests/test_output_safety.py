@@ -29,7 +29,7 @@ from simconform.adapters.reference import ReferenceBackend
 from simconform.budget import estimate
 from simconform.errors import UserError
 from simconform.lifeline import alive, scratch_dir
-from simconform.outdir import claim, foreign_paths
+from simconform.outdir import check_target, claim, foreign_paths
 from simconform.spec import Spec
 
 CORE = str(REPO / "sensors_spec" / "rover_core.yaml")  # the demo without its camera: quick
@@ -201,6 +201,40 @@ def test_lock_is_one_per_folder_and_names_its_holder(tmp_path: Path) -> None:
         c.declare("compare.json")
         (out / "compare.json").write_text("{}")
     assert foreign_paths(out, "compare") == []
+
+
+def test_a_busy_folder_is_named_busy_before_its_files_are_judged(tmp_path: Path) -> None:
+    """A writer mid-way through an atomic write (run.json.tmp beside run.json) holds its
+    folder: a second writer hears who holds it, not that the folder holds files that are not
+    simconform's (CI saw that race). Once the holder is gone, the .tmp a killed writer left is
+    its own and --force may replace it."""
+    out = tmp_path / "run"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; from pathlib import Path; from simconform import outdir\n"
+            f"out = Path({str(out)!r})\n"
+            "with outdir.claim(out, 'run') as c:\n"
+            "    c.declare('run.json'); (out / 'run.json').write_text('{}')\n"
+            "    (out / 'run.json.tmp').write_text('{')\n"
+            "    print('held', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        for force in (False, True):
+            with pytest.raises(UserError, match=rf"being written by pid {holder.pid} "):
+                check_target(out, "run", force)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert foreign_paths(out, "run") == []
+    assert check_target(out, "run", True) == "replace"
+    (out / "notes.tmp").write_text("mine")  # a .tmp of no file of ours stays the user's
+    assert foreign_paths(out, "run") == ["notes.tmp"]
 
 
 # ------------------------------------------------------------------ --force and user files
