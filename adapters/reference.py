@@ -236,7 +236,8 @@ class ReferenceBackend(SensorBackend):
 @njit(cache=True, nogil=True)
 def _rotate(rays, rot, out) -> None:
     """out = each pixel ray (rows, W, 3) rotated by its row's matrix (rot (rows, 3, 3), or one
-    matrix for every row): half the time of numpy's matmul, whose BLAS call has little to do
+    matrix for every row): less than half the time of numpy's matmul (0.80 against 1.86 ms a
+    640 x 480 frame, `python bench/camera.py`), whose BLAS call has little to do
     for N x 3 by 3 x 3, and the same bits on every CPU (no FMA, one summation order)."""
     rows, w = rays.shape[0], rays.shape[1]
     for r in range(rows):

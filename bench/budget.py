@@ -1,10 +1,12 @@
-"""The resource estimate against measured runs: peak RSS and bytes written, per configuration.
+"""The resource estimate against measured runs: peak memory and bytes written, per configuration.
 
 Each row runs `simconform run --jobs 0` (in-process rendering, so one process holds all the
 memory) in a subprocess on the demo world and reads its peak RSS from wait4 and the size of its
 run folder; the estimate is simconform.budget.estimate for the same spec and length. With
-`--demo`, also the full 200 s demo (rover.yaml, default --jobs: the workers' RSS is summed
-by polling /proc every 0.2 s).
+`--demo`, also the full 200 s demo (rover.yaml, the default --jobs, so capture workers and
+verify's camera process): its peak is the processes' summed PSS, polled from /proc every
+0.2 s (PSS shares the pages the workers have in common with their fork server among them,
+which summed RSS would count once per process).
 
     python bench/budget.py [--demo] [--json]
 """
@@ -23,6 +25,7 @@ from pathlib import Path
 import yaml
 
 from simconform.budget import estimate, fmt_bytes
+from simconform.cli.run import default_jobs
 from simconform.demo import DEMO_SPEC
 from simconform.spec import Spec
 
@@ -47,28 +50,35 @@ CASES = [
 ]
 
 
-def _tree_rss(pid: int) -> int:
-    """Summed RSS of `pid` and everything below it (bytes)."""
-    kids, total = {pid}, 0
+def _tree_pss(pid: int) -> int:
+    """Summed PSS of `pid` and every process below it (bytes)."""
+    parent = {}
     for p in Path("/proc").iterdir():
         if p.name.isdigit():
             try:
-                if int((p / "stat").read_text().rsplit(")", 1)[1].split()[1]) in kids:
-                    kids.add(int(p.name))
+                parent[int(p.name)] = int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
             except (OSError, ValueError):
                 continue
-    for k in kids:
+    tree, grew = {pid}, True
+    while grew:
+        more = {k for k, v in parent.items() if v in tree} - tree
+        tree |= more
+        grew = bool(more)
+    total = 0
+    for k in tree:
         try:
-            for line in Path(f"/proc/{k}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
+            for line in Path(f"/proc/{k}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
                     total += int(line.split()[1]) * 1024
         except OSError:
             continue
     return total
 
 
-def measure(folder: Path, spec: dict | None, duration: float | None, jobs: str) -> dict:
-    args = ["run", "--out", str(folder / "run"), "--jobs", jobs]
+def measure(folder: Path, spec: dict | None, duration: float | None, jobs: int | None) -> dict:
+    args = ["run", "--out", str(folder / "run")]
+    if jobs is not None:
+        args += ["--jobs", str(jobs)]
     if spec is not None:
         (folder / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
         args += ["--spec", str(folder / "spec.yaml")]
@@ -86,11 +96,11 @@ def measure(folder: Path, spec: dict | None, duration: float | None, jobs: str) 
         if pid:
             proc.returncode = os.waitstatus_to_exitcode(status)
             break
-        tree = max(tree, _tree_rss(proc.pid))
+        tree = max(tree, _tree_pss(proc.pid))
         time.sleep(0.2)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"simconform run failed: {proc.stderr.read().decode()[-500:]}")
-    peak = usage.ru_maxrss * 1024  # this process alone; `tree` adds its workers
+    peak = usage.ru_maxrss * 1024  # this process alone; `tree` adds its workers (PSS)
     written = sum(p.stat().st_size for p in (folder / "run").rglob("*") if p.is_file())
     return {"peak": max(peak, tree), "written": written, "wall_s": time.monotonic() - t0}
 
@@ -101,20 +111,21 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     rows = []
-    cases = [(n, s, d, "0") for n, s, d in CASES]
+    cases = [(n, s, d, 0) for n, s, d in CASES]
     if args.demo:
-        cases.append(("full demo (rover.yaml, 200 s, default --jobs)", None, None, "1"))
+        name = f"full demo (rover.yaml, 200 s, default --jobs: {default_jobs()})"
+        cases.append((name, None, None, None))
     for name, spec, duration, jobs in cases:
         model = Spec.model_validate(spec or yaml.safe_load(DEMO_SPEC.read_text()))
         length = int((duration or 200.0) * 1e9)
-        est = estimate(model, 0, length, int(jobs))
+        est = estimate(model, 0, length, default_jobs() if jobs is None else jobs)
         with tempfile.TemporaryDirectory(prefix="simconform-bench-") as tmp:
             got = measure(Path(tmp), spec, duration, jobs)
         rows.append(
             {
                 "case": name,
                 "memory_estimate": est.memory_bytes,
-                "peak_rss": got["peak"],
+                "peak_bytes": got["peak"],
                 "disk_estimate": est.disk_bytes,
                 "written": got["written"],
                 "wall_s": round(got["wall_s"], 1),
@@ -122,10 +133,10 @@ def main() -> None:
         )
         r = rows[-1]
         if not args.json:
-            mem_x = r["memory_estimate"] / r["peak_rss"]
+            mem_x = r["memory_estimate"] / r["peak_bytes"]
             print(
                 f"{name}: memory {fmt_bytes(r['memory_estimate'])} estimated, "
-                f"{fmt_bytes(r['peak_rss'])} measured ({mem_x:.2f} x); "
+                f"{fmt_bytes(r['peak_bytes'])} measured ({mem_x:.2f} x); "
                 f"disk {fmt_bytes(r['disk_estimate'])} estimated, {fmt_bytes(r['written'])} "
                 f"written ({r['disk_estimate'] / r['written']:.2f} x); {r['wall_s']} s",
                 flush=True,

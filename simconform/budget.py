@@ -9,16 +9,19 @@ the run keeps data:
   `--jobs`, the batches in flight per sensor, plus each worker's own copy while it pickles one);
 - the peak of rendering one capture (the reference backend casts every ray of a sweep at once);
 - serialized messages waiting in the bag writer's queue for their publish time (latency);
-- the verifier's accumulators: every lidar range error of the run (verify/metrics.py keeps them
-  all, then concatenates them), and the truth of dropped samples, held until the bag ends;
+- the verifier's accumulators, which stop growing with the run (verify/streaming.py): a lidar's
+  range errors up to its two reservoirs, a series' rows up to its reservoir, and the truth of
+  dropped samples, each held for its latency plus the pairing's slack (verify/pairing.py);
 - the bag on disk: messages at their serialized size, clouds and truth images at the share
   MCAP's zstd chunks keep of them (ZSTD_CLOUD, ZSTD_IMAGE: scene-dependent, so the disk
   estimate is the least exact part), the gt/*.tum lines and the report.
 
 Recording and verifying run one after the other, so the memory estimate is the larger of the
-two phases, plus every worker of the capture pool. The constants were measured with
-tracemalloc and peak RSS on the reference backend (docs/resources.md says how); the test
-tests/test_output_safety.py checks a real run's peak RSS against this estimate.
+two phases: recording with every worker of the capture pool, verifying with the process that
+judges a long run's cameras beside it (`offloaded`, verify/parallel.py). The constants were
+measured with tracemalloc, peak RSS and summed PSS on the reference backend (`python
+bench/budget.py --demo`; docs/resources.md); tests/test_output_safety.py checks a real run's
+peak RSS against this estimate.
 """
 
 from __future__ import annotations
@@ -38,20 +41,24 @@ from simconform.spec import CameraSpec, LidarSpec, Spec
 
 MiB = 1 << 20
 
-# the Python process itself (numpy, scipy, rosbags, matplotlib for the plots): peak RSS of a
-# short run of one IMU, and of one idle capture worker
-BASE_PROCESS = 200 * MiB
-BASE_WORKER = 150 * MiB
+# the Python process itself (numpy, scipy, numba, rosbags, matplotlib for the plots): peak RSS
+# of a 1 s run of one IMU with its report (294 MiB measured 2026-12-06), and the PSS of a
+# capture worker beyond its batches (the demo's workers: 255 MiB with 73 MiB of batches)
+BASE_PROCESS = 300 * MiB
+BASE_WORKER = 185 * MiB
 
 # a lidar, bytes per ray
 LIDAR_STATIC = 24  # directions (float64 x 3); --emulate gazebo adds its texel rays
 LIDAR_STATIC_EMULATED = 25
 LIDAR_TRUTH = 64  # LidarTruth: points and directions (float64 x 3), range, intensity, t
-LIDAR_CAST = 830  # the peak of casting one sweep (raycast temporaries), measured 815
+LIDAR_CAST = 160  # the peak of casting one sweep (BVH cast), measured 158 with its result
 LIDAR_PIPELINE = 66  # the published copy and the noise temporaries
 LIDAR_ENCODE = 73  # the peak of building and serializing one cloud
-LIDAR_ERROR = 8 * 3  # verifier: one float64 per paired point, its concatenation, a temporary
+LIDAR_ERROR = 8 * 3  # verifier: one float64 per kept error, its concatenation, a temporary
 LIDAR_DECODED = 12  # verifier: a decoded cloud (float32 x 3)
+# errors the lidar's accumulators keep at most: two reservoirs (all rays, and without the edge
+# outliers) of verify.robust.SAMPLE each (tests/test_verify_parallel.py holds them equal)
+LIDAR_KEPT = 2 * 200_000
 
 # a camera, bytes per pixel
 CAMERA_STATIC = 24  # pixel rays (float64 x 3)
@@ -61,11 +68,17 @@ CAMERA_DEPTH = 4
 CAMERA_RENDER = 45  # the peak of rendering one frame (bands of rays)
 CAMERA_PIPELINE = 27  # noise and encoding temporaries
 CAMERA_JPEG = 0.25  # a JPEG frame, bytes per pixel (the demo world's measure 0.17)
-CAMERA_VERIFY = 40  # per pair: int16 and float64 errors of both images
+# verifier, per pixel of one frame: the pair's int16 and float64 errors (40), the report's
+# frame figure (70: matplotlib resamples each image as float RGBA), and heap the recording
+# leaves that the verifier does not reuse (a 2 s 1280 x 960 camera run: 632 MiB peak)
+CAMERA_VERIFY = 270
 
 # the small sensors (IMU, GNSS, odometry) and the schedule, bytes per sample
 SMALL_MESSAGE = {"imu": 330, "gnss": 130, "odom": 720}
 SMALL_VERIFY = 600  # stamps, truth and published rows
+SERIES_KEPT = 1 << 17  # rows a series keeps at most (verify.streaming.SERIES_SAMPLE)
+HOLD_S = 11.0  # a truth waits this long past its latency for its copy (verify/pairing.py's
+# HOLD_SLACK_NS, plus HOLD_CHECK_NS between the looks for old truths)
 SCHEDULE_EVENT = 150  # the capture schedule: times and sensor of every event, as lists
 TF_MESSAGE = 120
 TUM_LINE = 120  # one gt/*.tum line
@@ -78,6 +91,10 @@ REPORT_SENSOR = MiB // 2  # its plots, per sensor
 # (flat colours, smooth depth). These are the upper ends; sqlite3 stores messages as they are.
 ZSTD_CLOUD = 0.4
 ZSTD_IMAGE = 0.2
+
+# verify judges the cameras in a second process when they hold this much truth (rgb8 frames)
+# and the machine has 2+ CPUs (verify/parallel.py)
+OFFLOAD_BYTES = 256 * MiB
 
 TF_RATE_HZ = 50.0
 BATCH_BYTES = 64 * MiB  # a batch of heavy truth (lidar, camera) holds at most this much
@@ -109,6 +126,19 @@ def truth_bytes(s) -> int:
     if isinstance(s, CameraSpec):
         return (CAMERA_TRUTH + (CAMERA_DEPTH if s.depth else 0)) * rays(s)
     return 0
+
+
+def offloaded(spec: Spec, captures: dict[str, int]) -> tuple[str, ...]:
+    """The cameras verify judges in a worker process ((): everything in one), given each
+    sensor's capture count: only beside other sensors, on 2+ CPUs, and when their truth frames
+    are worth the worker's start (about 2 s of imports)."""
+    if len(os.sched_getaffinity(0)) < 2:
+        return ()
+    cams = tuple(n for n, s in spec.sensors.items() if isinstance(s, CameraSpec))
+    if not cams or len(cams) == len(spec.sensors):
+        return ()
+    size = sum(captures.get(n, 0) * 3 * rays(spec.sensors[n]) for n in cams)
+    return cams if size >= OFFLOAD_BYTES else ()
 
 
 @dataclass
@@ -156,14 +186,19 @@ def estimate(
     record = BASE_PROCESS + events * SCHEDULE_EVENT + sum(r.record_bytes for r in rows)
     record += max((r.peak_bytes for r in rows), default=0)
     verify = BASE_PROCESS + sum(r.verify_bytes for r in rows)
+    judging = offloaded(spec, {r.name: r.captures for r in rows})
+    if judging:
+        verify += BASE_PROCESS  # the cameras' accumulators move; the process is extra
     worker = BASE_WORKER + sum(r.worker_bytes for r in rows) if workers else 0
-    memory = max(record, verify) + workers * worker
+    memory = max(record + workers * worker, verify)
     disk = sum(r.disk_bytes for r in rows) + tf * (TF_MESSAGE + BAG_RECORD + TUM_LINE)
     disk += REPORT + REPORT_SENSOR * len(rows)
     notes = []
     if workers:
         plural = "es" if workers > 1 else ""
         notes.append(f"{workers} capture worker process{plural}, about {_fmt(worker)} each")
+    if judging:
+        notes.append(f"verify judges {', '.join(judging)} in a second process")
     return Estimate(rows, workers, int(memory), int(record), int(verify), int(disk), notes)
 
 
@@ -184,7 +219,8 @@ def _sensor(name, s, start_ns, end_ns, workers, storage, emulate) -> SensorEstim
         message = LAYOUTS[s.point_time][1] * px + 300  # the preset's point_step
         peak = (LIDAR_PIPELINE + LIDAR_ENCODE) * px + (0 if workers else LIDAR_CAST * px)
         points = published * px * (1 - s.dropout.point)  # every ray a return: an upper bound
-        verify = LIDAR_ERROR * points + LIDAR_DECODED * px * (dropped + 3)
+        kept = min(points, LIDAR_KEPT)
+        verify = LIDAR_ERROR * kept + LIDAR_DECODED * px * (held_dropped(s, dropped) + 3)
         worker = static + 2 * batch * truth_bytes(s) + LIDAR_CAST * px
         disk = (n + published) * (message * (ZSTD_CLOUD if mcap else 1) + BAG_RECORD) + tum
         size = f"{len(s.rings.elevations())} x {s.columns} rays"
@@ -197,7 +233,7 @@ def _sensor(name, s, start_ns, end_ns, workers, storage, emulate) -> SensorEstim
         truth_msg = (3 + (CAMERA_DEPTH if s.depth else 0)) * px + 600
         pub_msg = (CAMERA_JPEG if s.encoding == "jpeg" else 3) * px + 300
         peak = max(CAMERA_OPEN, CAMERA_PIPELINE + (0 if workers else CAMERA_RENDER)) * px
-        verify = CAMERA_VERIFY * px + 3 * px * (dropped + 6)
+        verify = CAMERA_VERIFY * px + 3 * px * (held_dropped(s, dropped) + 6)
         worker = static + 2 * batch * truth_bytes(s) + CAMERA_RENDER * px
         zstd = ZSTD_IMAGE if mcap else 1.0
         disk = n * (truth_msg * zstd + BAG_RECORD) + published * (
@@ -210,7 +246,16 @@ def _sensor(name, s, start_ns, end_ns, workers, storage, emulate) -> SensorEstim
         )  # fmt: skip
     msg = SMALL_MESSAGE.get(s.type, 500)
     disk = (n + published) * (msg + BAG_RECORD) + tum
-    return SensorEstimate(name, s.type, "", n, waiting * msg, 0, SMALL_VERIFY * n, 0, int(disk))
+    verify = SMALL_VERIFY * min(n, SERIES_KEPT)
+    return SensorEstimate(name, s.type, "", n, waiting * msg, 0, verify, 0, int(disk))
+
+
+def held_dropped(s, dropped: float) -> int:
+    """Truths of dropped samples the verifier holds at once: those dropped within one hold
+    window (latency + HOLD_S), the binomial mean plus four standard deviations."""
+    latency_s = (s.latency.fixed_ms + s.latency.jitter_ms * s.latency.jitter_truncation) / 1e3
+    mean = s.rate_hz * (latency_s + HOLD_S) * s.dropout.sample
+    return int(min(dropped, math.ceil(mean + 4 * math.sqrt(mean))))
 
 
 # ------------------------------------------------------------------ what the machine has

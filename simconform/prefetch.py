@@ -124,7 +124,7 @@ class CapturePool:
         slot = self.ring.take()
         work = self.pool.submit(_capture, sensor, times, first, slot)
         if slot is not None:  # the result is copied out before the future is done
-            work.add_done_callback(lambda _: self.ring.free.put(slot))
+            work.add_done_callback(lambda _: self.ring.give(slot))
         return work
 
     def close(self, kill: bool = False) -> None:

@@ -2,8 +2,9 @@
 
 A capture worker returns a batch of truth (a demo camera batch: ten 640 x 480 frames, 9 MB)
 through the executor's pipe, and multiprocessing's receiving end reads a large message 64 KB
-at a time into a fresh buffer the size of what is left: measured here, 2,000 frames cost the
-run's process 6.6 CPU-s to receive, more than rendering them in-process saves (docs/resources.md).
+at a time into a fresh buffer the size of what is left: 2,000 frames and their noisy copies
+cost the run's process 3.6 CPU-s and 11 s of wall to receive, against 0.56 CPU-s through
+shared memory (`python bench/transfer.py`, docs/resources.md).
 So each task is given a slot of one shared segment: the worker pickles its result with
 protocol 5, places the arrays' buffers (the out-of-band ones numpy offers) in the slot and
 sends only the rest; the run's process copies them out while it unpickles, and the slot is
@@ -53,6 +54,10 @@ class Ring:
             return self.free.get_nowait()
         except queue.Empty:
             return None
+
+    def give(self, slot: int) -> None:
+        """Slot `slot` is free again (its result was copied out)."""
+        self.free.put(slot)
 
     def close(self) -> None:
         if self.shm is None:

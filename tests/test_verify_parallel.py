@@ -8,14 +8,17 @@ from pathlib import Path
 
 import pytest
 
+from conftest import DEMO_SPEC
+from simconform import budget
 from simconform.errors import UserError
+from simconform.spec import load_spec
 from simconform.verify import parallel, verifier
 
 
 def _report(run: Path, parallel_on: bool, monkeypatch) -> dict:
     with monkeypatch.context() as m:
         if parallel_on:
-            m.setattr(parallel, "OFFLOAD_BYTES", 0)  # the 3 s run's camera is worth a worker
+            m.setattr(budget, "OFFLOAD_BYTES", 0)  # the 3 s run's camera is worth a worker
         else:
             m.setattr(parallel, "offload", lambda spec, manifest: ())
         report = verifier.verify_run(run, write=False)
@@ -41,7 +44,7 @@ def test_camera_in_a_worker_gives_the_single_readers_report(
     manifest = verifier.load_manifest(run)
     spec = verifier.Spec.model_validate(manifest["spec_content"])
     with monkeypatch.context() as m:
-        m.setattr(parallel, "OFFLOAD_BYTES", 0)
+        m.setattr(budget, "OFFLOAD_BYTES", 0)
         assert parallel.offload(spec, manifest) == ("camera",)
     one = _report(run, False, monkeypatch)
     two = _report(run, True, monkeypatch)
@@ -53,6 +56,41 @@ def test_a_short_run_stays_in_one_process(short_run: Path) -> None:
     manifest = verifier.load_manifest(short_run)
     spec = verifier.Spec.model_validate(manifest["spec_content"])
     assert parallel.offload(spec, manifest) == ()  # 30 frames: 28 MB of truth
+
+
+def test_the_memory_estimate_counts_the_judging_process(monkeypatch) -> None:
+    """The demo's 200 s: verify judges its camera in a second process, which the estimate
+    adds to the verify phase (and says so); on one CPU it is not added."""
+    spec = load_spec(DEMO_SPEC)
+    end = 200 * 10**9
+    est = budget.estimate(spec, 0, end, workers=2)
+    assert any("second process" in n for n in est.notes)
+    with monkeypatch.context() as m:
+        m.setattr(budget.os, "sched_getaffinity", lambda pid: {0})
+        single = budget.estimate(spec, 0, end, workers=2)
+    assert est.verify_bytes - single.verify_bytes == budget.BASE_PROCESS
+    assert est.memory_bytes == max(est.record_bytes + 2 * _worker(est), est.verify_bytes)
+    assert not any("second process" in n for n in single.notes)
+
+
+def test_the_verify_estimate_stops_growing_with_the_run() -> None:
+    """The verifier keeps bounded state (verify/streaming.py, issue 17): the demo's verify
+    estimate grows only until the reservoirs are full, then not at all, and the model's
+    bounds are the verifier's own sizes."""
+    from simconform.verify import pairing, robust, streaming
+
+    assert budget.LIDAR_KEPT == 2 * robust.SAMPLE
+    assert budget.SERIES_KEPT == streaming.SERIES_SAMPLE
+    assert budget.HOLD_S * 1e9 == pairing.HOLD_SLACK_NS + pairing.HOLD_CHECK_NS
+    spec = load_spec(DEMO_SPEC)
+    runs = [budget.estimate(spec, 0, s * 10**9) for s in (200, 20_000, 200_000)]
+    assert runs[2].verify_bytes == runs[1].verify_bytes  # every reservoir full
+    assert runs[2].verify_bytes - runs[0].verify_bytes < 256 * budget.MiB
+    assert runs[2].disk_bytes > 900 * runs[0].disk_bytes  # the bag does grow
+
+
+def _worker(est) -> int:
+    return budget.BASE_WORKER + sum(r.worker_bytes for r in est.sensors)
 
 
 def test_user_errors_cross_processes_whole() -> None:

@@ -2,7 +2,7 @@
 
 A camera dominates verification: each frame's JPEG is decoded and compared with its truth
 image (the 200 s demo: about 5 of its 15 s of reading). On a machine with two or more CPUs, a
-run holding more than OFFLOAD_BYTES of camera truth has its cameras judged by a worker
+run holding more than budget.OFFLOAD_BYTES of camera truth has its cameras judged by a worker
 process that reads the bag itself (each reader decompresses the bag: the price of not
 shipping images between processes) while this process judges the rest; the report is the one
 a single reader gives (`tests/test_verify_parallel.py`). Where the two readings of the bag's
@@ -18,26 +18,16 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
+from simconform.budget import offloaded
 from simconform.lifeline import become_worker, end_pool, worker_context
-from simconform.spec import CameraSpec, Spec
+from simconform.spec import Spec
 from simconform.verify.reading import read_run
 from simconform.world import Origin
-
-OFFLOAD_BYTES = 256 << 20  # camera truth (rgb8 frames) worth a second process
 
 
 def offload(spec: Spec, manifest: dict) -> tuple[str, ...]:
     """The cameras to judge in a worker process; () to judge everything here."""
-    if len(os.sched_getaffinity(0)) < 2:
-        return ()
-    captures = manifest.get("captures") or {}
-    cams = tuple(n for n, s in spec.sensors.items() if isinstance(s, CameraSpec))
-    if not cams or len(cams) == len(spec.sensors):
-        return ()
-    size = sum(
-        captures.get(n, 0) * 3 * spec.sensors[n].width * spec.sensors[n].height for n in cams
-    )
-    return cams if size >= OFFLOAD_BYTES else ()
+    return offloaded(spec, manifest.get("captures") or {})
 
 
 def read_parallel(
