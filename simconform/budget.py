@@ -204,7 +204,7 @@ def estimate(
 
 def _sensor(name, s, start_ns, end_ns, workers, storage, emulate) -> SensorEstimate:
     n = expected_count(s.rate_hz, start_ns, end_ns)
-    latency_s = (s.latency.fixed_ms + s.latency.jitter_ms * s.latency.jitter_truncation) / 1e3
+    latency_s = latency_max_s(s)
     waiting = min(n, math.ceil(latency_s * s.rate_hz) + 1)  # published, not yet written
     published = n * (1 - s.dropout.sample)
     dropped = n - published
@@ -250,10 +250,15 @@ def _sensor(name, s, start_ns, end_ns, workers, storage, emulate) -> SensorEstim
     return SensorEstimate(name, s.type, "", n, waiting * msg, 0, verify, 0, int(disk))
 
 
+def latency_max_s(s) -> float:
+    """A sensor's largest latency: fixed plus the truncated jitter's bound (seconds)."""
+    return (s.latency.fixed_ms + s.latency.jitter_ms * s.latency.jitter_truncation) / 1e3
+
+
 def held_dropped(s, dropped: float) -> int:
     """Truths of dropped samples the verifier holds at once: those dropped within one hold
     window (latency + HOLD_S), the binomial mean plus four standard deviations."""
-    latency_s = (s.latency.fixed_ms + s.latency.jitter_ms * s.latency.jitter_truncation) / 1e3
+    latency_s = latency_max_s(s)
     mean = s.rate_hz * (latency_s + HOLD_S) * s.dropout.sample
     return int(min(dropped, math.ceil(mean + 4 * math.sqrt(mean))))
 
