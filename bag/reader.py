@@ -213,15 +213,17 @@ class SourceBag:
             assert self._salvage is not None
             s = self._salvage
             last = None
-            for cid, log_ns, raw in s.scan():
+            assert isinstance(s, McapScan) or not self.one_pass
+            for cid, log_ns, raw in s.scan(topics) if self.one_pass else s.scan():
+                topic, msgtype, _f, _d = s.conns[cid]
+                if topic not in topics:
+                    continue
                 if self.one_pass:
                     if last is not None and log_ns < last:
                         self._order_ok = False  # rosbags would have sorted it: not one pass
                         break
                     last = log_ns
-                topic, msgtype, _f, _d = s.conns[cid]
-                if topic in topics:
-                    yield topic, msgtype, log_ns, bytes(raw)
+                yield topic, msgtype, log_ns, bytes(raw)
             if not s.clean_end and not self.one_pass:
                 self.stop_reason = f"{self.open_error}; {s.stop_reason}"
             self.damaged = s.damaged

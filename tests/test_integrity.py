@@ -226,6 +226,59 @@ def test_one_pass_that_meets_damage_is_read_again_the_checked_way(
     assert one == checked
 
 
+IMU_LIDAR = {"/imu", "/truth/imu", "/lidar/points", "/truth/lidar/points"}
+
+
+def test_one_pass_does_not_decompress_the_chunks_of_topics_it_does_not_read(
+    short_run: Path, intact: Intact, tmp_path: Path
+) -> None:
+    """Every message of 512 KiB or more (the truth and depth images) is a chunk of its own, so a
+    reading of other topics skips those chunks undecompressed (verify's main process reads no
+    image). It reads what rosbags reads of its topics; a flipped byte in a skipped chunk fails
+    the data section CRC, so verify reads the bag again the checked way, which names it."""
+    from simconform.bag.storage import OWN_CHUNK
+    from simconform.verify import reading, verifier
+
+    big = [k for k, (_s, _e, msgs) in enumerate(intact.chunks) if len(msgs[-1][2]) >= OWN_CHUNK]
+    assert big and all(len(intact.chunks[k][2]) == 1 for k in big)
+    other = [
+        k for k, (_s, _e, msgs) in enumerate(intact.chunks) if not {m[0] for m in msgs} & IMU_LIDAR
+    ]
+    assert set(big) <= set(other)
+    src = SourceBag(short_run / "bag", one_pass=True)
+    try:
+        got = [(t, log, bytes(raw)) for t, _m, log, raw in src.messages(IMU_LIDAR)]
+        skipped = src._salvage.skipped
+    finally:
+        src.close()
+    _, ref = read_all(short_run / "bag", IMU_LIDAR)
+    assert got == ref and src.one_pass_clean and skipped == len(other)
+    assert src.chunks == {"total": len(intact.chunks), "with_crc": len(intact.chunks)}
+
+    run = copy_run(short_run, tmp_path / "run")
+    depth = next(k for k in big if intact.chunks[k][2][0][0] == "/truth/camera/depth")
+    s, e, _m = intact.chunks[depth]
+    flip(run / "bag" / "bag.mcap", (s + e) // 2)
+    src = SourceBag(run / "bag", one_pass=True)
+    try:
+        got = [(t, log, bytes(raw)) for t, _m, log, raw in src.messages(IMU_LIDAR)]
+    finally:
+        src.close()
+    assert got == ref and src.notes and not src.one_pass_clean
+    one = verifier.verify_run(run, write=False)
+    orig = reading.open_run_bag
+    try:
+        reading.open_run_bag = lambda r, m, one_pass=False: orig(r, m, False)
+        checked = verifier.verify_run(run, write=False)
+    finally:
+        reading.open_run_bag = orig
+    integrity = one["run"]["integrity"]
+    assert integrity["read_with"] == "checked scan (damaged chunks skipped)"
+    assert f"chunk {depth + 1} at byte {s}" in json.dumps(integrity)
+    one.pop("provenance"), checked.pop("provenance")
+    assert one == checked
+
+
 # ----------------------------------------------------------------- flipped bytes, cut files
 
 

@@ -53,8 +53,13 @@ class McapScan(Salvage):
 
     format = "rosbag2 (mcap)"
 
-    def scan(self) -> Iterator[tuple[int, int, bytes]]:
+    def scan(self, topics: set[str] | None = None) -> Iterator[tuple[int, int, bytes]]:
+        """Every message (channel id, log ns, data) in file order. With `topics`, a chunk of a
+        finished file whose message index names only other topics is not decompressed: its
+        bytes are vouched for by the data section CRC, checked at the end, which must be
+        stored for the file (else every chunk is read); `skipped` counts such chunks."""
         self.stop_reason, self.clean_end = "end of data", False
+        self.skipped = 0
         self.damaged = []
         self.notes = []
         self.chunks = {"total": 0, "with_crc": 0}
@@ -66,6 +71,7 @@ class McapScan(Salvage):
             self._file = path.name
             schemas: dict[int, tuple[str, str, str]] = {}
             self._summary(buf, schemas)
+            self._topics = topics if topics is not None and _data_crc_stored(buf) else None
             ended = yield from self._top(buf, schemas)
             if not ended:
                 self.stop_reason = (
@@ -101,7 +107,10 @@ class McapScan(Salvage):
                 if not fits:  # cut off by the end of the file
                     yield from self._chunk(buf, pos, schemas, cut=True)
                     return False
-                last_chunk = yield from self._chunk(buf, pos, schemas)
+                if self._unwanted(buf, pos + 9 + length):
+                    last_chunk = self._skip(buf, pos)
+                else:
+                    last_chunk = yield from self._chunk(buf, pos, schemas)
                 pos += 9 + length
                 continue
             if op == 0x0F and length == 4 and fits:
@@ -190,6 +199,36 @@ class McapScan(Salvage):
             d.messages = {}
         yield from self._good(msgs)
         return None
+
+    def _unwanted(self, buf: Buffer, pos: int) -> bool:
+        """The chunk that ends at `pos` holds messages, all of known channels whose topics this
+        reading does not want, as the message index records that follow it say."""
+        if self._topics is None:
+            return False
+        held, end = False, len(buf)
+        while pos + 9 + 6 <= end and buf[pos] == 0x07:
+            (n,) = struct.unpack_from("<Q", buf, pos + 1)
+            cid, size = struct.unpack_from("<HI", buf, pos + 9)
+            if pos + 9 + n > end or size != n - 6:
+                return False
+            if size:
+                conn = self.conns.get(cid)
+                if conn is None or conn[0] in self._topics:
+                    return False
+                held = True
+            pos += 9 + n
+        return held
+
+    def _skip(self, buf: Buffer, pos: int) -> None:
+        """Count an unwanted chunk as `_chunk` would an intact one, without decompressing it."""
+        _start, end_ns, _usize, crc, _method, _at, _csize = _chunk_header(buf, pos)
+        self.chunks["total"] += 1
+        self.chunks["with_crc"] += crc != 0
+        self.skipped += 1
+        for d in self._open:
+            d.end_ns = end_ns
+        self._open = []
+        self.last_log_ns = end_ns if self.last_log_ns is None else max(self.last_log_ns, end_ns)
 
     def _inner(self, inner: bytes, schemas: dict) -> tuple[list, bool]:
         """(channel id, log ns, data) of a chunk's records; False where they stop early. A
@@ -298,6 +337,21 @@ class McapScan(Salvage):
                 self.notes.append(
                     f"{self._file}: data section CRC mismatch (stored {crc:08x}, data {got:08x})"
                 )
+
+
+def _data_crc_stored(buf: Buffer) -> bool:
+    """A finished file whose DataEnd record (just before its summary section, or its footer
+    where it has none) stores a CRC."""
+    if not _finished(buf):
+        return False
+    footer = len(buf) - 8 - 29
+    summary_start = struct.unpack_from("<Q", buf, footer + 9)[0]
+    at = (summary_start if 8 < summary_start <= footer else footer) - len(_DATA_END) - 4
+    return (
+        at > 8
+        and bytes(buf[at : at + len(_DATA_END)]) == _DATA_END
+        and struct.unpack_from("<I", buf, at + len(_DATA_END))[0] != 0
+    )
 
 
 def _finished(buf: Buffer) -> bool:
