@@ -14,6 +14,7 @@ saves.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -31,9 +32,17 @@ def offload(spec: Spec, manifest: dict) -> tuple[str, ...]:
 
 
 def read_parallel(
-    run_dir: Path, manifest: dict, spec: Spec, origin: Origin, level: float, progress
+    run_dir: Path,
+    manifest: dict,
+    spec: Spec,
+    origin: Origin,
+    level: float,
+    progress,
+    while_waiting: Callable[[], object] | None = None,
 ) -> tuple:
-    """As verify.reading.read_run over every sensor, with `offload`'s cameras in a worker."""
+    """As verify.reading.read_run over every sensor, with `offload`'s cameras in a worker.
+    `while_waiting`: called here once this process has read its share, if the worker is still
+    reading (verify imports matplotlib for the figures then: 0.4-0.8 s off the end)."""
     cams = offload(spec, manifest)
     if not cams:
         return read_run(run_dir, manifest, spec, origin, level, progress)
@@ -48,6 +57,8 @@ def read_parallel(
     try:
         part = pool.submit(_part, run_dir, manifest, spec, origin, level, cams)
         found, accs, summary = read_run(run_dir, manifest, spec, origin, level, progress, rest)
+        if while_waiting is not None and not part.done():
+            while_waiting()
         try:
             found2, accs2, summary2 = part.result()
         except BrokenProcessPool:  # the worker died (killed, out of memory): one reader

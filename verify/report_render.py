@@ -149,11 +149,16 @@ def html_page(report: dict, plots: list[str], folder: Path | None = None) -> str
 
 
 def write_reports(out: Path, report: dict, samples: dict) -> list[Path]:
-    from simconform.verify.plots import write_plots
+    from simconform.verify.figures import draw
+    from simconform.verify.plots import _plt, figures
     from simconform.verify.plots_overview import overview
 
     out.mkdir(parents=True, exist_ok=True)
-    plots = [overview(out / OVERVIEW, report, samples), *write_plots(out, report, samples)]
+    _plt()  # imported before a fork: the child need not import it again
+    made = draw(
+        [(overview, (out / OVERVIEW, report, samples), 1.4), *figures(out, report, samples)]
+    )
+    plots = [p for p in made if p is not None]
     names = [p.name for p in plots]
     files = {
         "report.json": json.dumps(report, indent=2) + "\n",

@@ -77,7 +77,9 @@ def _verify(run_dir: Path, level: float, write: bool, progress: bool | None) -> 
         origin = Origin.model_validate(manifest["world_content"]["origin"])
     except ValidationError as err:
         raise from_validation(run_dir / "run.json", err) from None
-    found, accs, summary = read_parallel(run_dir, manifest, spec, origin, level, progress)
+    found, accs, summary = read_parallel(
+        run_dir, manifest, spec, origin, level, progress, _import_pyplot if write else None
+    )
     start = int(manifest["start_ns"])
     end = found.span_end_ns if found.span_end_ns is not None else int(manifest["end_ns"])
     duration_s = max(end - start, 0) / 1e9
@@ -156,6 +158,12 @@ def _verify(run_dir: Path, level: float, write: bool, progress: bool | None) -> 
                 raise io_error(run_dir, exc, " (the report)") or exc from None
             out.seal()
     return report
+
+
+def _import_pyplot() -> None:
+    from simconform.verify.plots import _plt
+
+    _plt()
 
 
 def _localization(run_dir: Path, report: dict) -> None:
