@@ -101,7 +101,7 @@ class CapturePool:
         self.ring = _ring_for(spec)
         self.pool = ProcessPoolExecutor(
             max_workers=jobs,
-            mp_context=worker_context(),
+            mp_context=worker_context(_preload(backend, BACKENDS[backend])),
             initializer=_init,
             initargs=(
                 os.getpid(),  # the workers' owner: they exit when this run does
@@ -132,6 +132,14 @@ class CapturePool:
         worker busy with (or stuck in) a capture never outlives its run."""
         end_pool(self.pool, kill)
         self.ring.close()
+
+
+def _preload(backend: str, entry: str) -> tuple[str, ...]:
+    """What the fork server imports for the capture workers: this module, the pipeline and
+    the reference backend (MuJoCo's and Gazebo's modules are left to each worker: an engine
+    is never loaded where a fork could copy it)."""
+    mods = ("simconform.prefetch", "simconform.pipeline.chain")
+    return (*mods, entry.split(":")[0]) if backend == "reference" else mods
 
 
 def _ring_for(spec) -> slots.Ring:

@@ -49,7 +49,7 @@ def read_parallel(
     rest = tuple(n for n in spec.sensors if n not in cams)
     pool = ProcessPoolExecutor(
         max_workers=1,
-        mp_context=worker_context(),
+        mp_context=worker_context(("simconform.verify.parallel",)),
         initializer=become_worker,
         initargs=(os.getpid(),),
     )
