@@ -8,7 +8,14 @@ while they live), the real-time factor (simulated seconds / wall seconds) and th
 then the best wall of each J and the ratio jobs1/jobs2. Say the load (`uptime`) with the
 figures: on a busy machine they measure the machine as much as the run.
 
+With `--baseline PYTHON` (the interpreter of a venv holding an older simconform, e.g. a
+`git worktree` of an earlier commit installed with `pip install --no-deps -e`), each run of
+this code is followed by the same run with that one, so that both meet the same load; the
+best of each and their ratio are printed. The host's speed moved by 1.8x between days: only
+runs made side by side compare.
+
     python bench/demo.py [--duration SECONDS] [--repeats 1] [--jobs 1 2] [--keep DIR]
+                         [--baseline PYTHON]
 """
 
 from __future__ import annotations
@@ -41,14 +48,16 @@ def _session_cpu(sid: int, seen: dict[int, float]) -> None:
             seen[int(entry)] = max(cpu, seen.get(int(entry), 0.0))
 
 
-def run_once(jobs: int, duration: float | None, out: Path) -> dict:
+def run_once(jobs: int, duration: float | None, out: Path, python: str = sys.executable) -> dict:
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [sys.executable, "-m", "simconform.cli", "run", "--out", str(out), "--jobs", str(jobs)]
+    cmd = [python, "-m", "simconform.cli", "run", "--out", str(out), "--jobs", str(jobs)]
     cmd += ["--no-progress", "--quiet"] + (
         [] if duration is None else ["--duration", f"{duration}"]
     )
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, start_new_session=True)
+    # outside any checkout: `-m` puts the working folder first on sys.path, where a checkout's
+    # simconform/ would shadow the interpreter's own install
+    proc = subprocess.Popen(cmd, start_new_session=True, cwd=out.parent)
     seen: dict[int, float] = {}
     while proc.poll() is None:
         _session_cpu(proc.pid, seen)
@@ -58,6 +67,7 @@ def run_once(jobs: int, duration: float | None, out: Path) -> dict:
     report = json.loads((out / "report" / "report.json").read_text())
     sim = (manifest["end_ns"] - manifest["start_ns"]) / 1e9
     return {
+        "code": "this" if python == sys.executable else "baseline",
         "jobs": jobs,
         "rc": proc.returncode,
         "wall_s": wall,
@@ -74,17 +84,20 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--keep", type=Path, default=None, help="leave the run folders here")
+    ap.add_argument("--baseline", default=None, help="a Python whose simconform to compare")
     args = ap.parse_args()
+    pythons = [sys.executable] + ([args.baseline] if args.baseline else [])
     root = args.keep or Path(tempfile.mkdtemp(prefix="simconform-bench-demo-"))
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}, cpus: {os.cpu_count()}")
     rows = []
     try:
         for rep in range(args.repeats):
-            for jobs in args.jobs:
-                r = run_once(jobs, args.duration, root / f"j{jobs}-{rep}")
+            for jobs, (k, py) in ((j, p) for j in args.jobs for p in enumerate(pythons)):
+                r = run_once(jobs, args.duration, root / f"j{jobs}-{rep}-{k}", py)
                 rows.append(r)
                 print(
-                    f"--jobs {jobs}: wall {r['wall_s']:6.1f} s (recording {r['record_s']:6.1f} s)"
+                    f"{r['code']:8} --jobs {jobs}: wall {r['wall_s']:6.1f} s"
+                    f" (recording {r['record_s']:6.1f} s)"
                     f"  cpu {r['cpu_s']:6.1f} s  real-time factor {r['rtf']:5.2f}"
                     f"  verdict {r['verdict']}  rc {r['rc']}  load {os.getloadavg()[0]:.2f}",
                     flush=True,
@@ -92,6 +105,15 @@ def main() -> None:
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
+    if args.baseline:
+        for j in args.jobs:
+            b = {c: min(r["wall_s"] for r in rows if r["jobs"] == j and r["code"] == c)
+                 for c in ("this", "baseline")}  # fmt: skip
+            print(
+                f"best --jobs {j}: this {b['this']:.1f} s, baseline {b['baseline']:.1f} s "
+                f"(this / baseline {b['this'] / b['baseline']:.2f})"
+            )
+    rows = [r for r in rows if r["code"] == "this"]
     best = {j: min(r["wall_s"] for r in rows if r["jobs"] == j) for j in args.jobs}
     rec = {j: min(r["record_s"] for r in rows if r["jobs"] == j) for j in args.jobs}
     for j in args.jobs:

@@ -28,7 +28,7 @@ def encode_jpeg(image: np.ndarray, quality: int, subsampling: str) -> bytes:
 def decode_image(data: bytes) -> np.ndarray:
     """JPEG or PNG bytes to an (h, w, 3) uint8 RGB array."""
     with Image.open(io.BytesIO(data)) as im:
-        return np.asarray(im.convert("RGB"))
+        return np.asarray(im if im.mode == "RGB" else im.convert("RGB"))  # no copy of an RGB one
 
 
 class EncodeStage:
