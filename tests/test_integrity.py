@@ -133,6 +133,18 @@ def report_of(run_dir: Path) -> dict:
     return json.loads((run_dir / "report" / "report.json").read_text())
 
 
+def verify_checked(run: Path) -> dict:
+    """The report (not written) of verify reading the bag the checked way, never in one pass."""
+    from simconform.verify import reading, verifier
+
+    orig = reading.open_run_bag
+    try:
+        reading.open_run_bag = lambda r, m, one_pass=False: orig(r, m, False)
+        return verifier.verify_run(run, write=False)
+    finally:
+        reading.open_run_bag = orig
+
+
 # ----------------------------------------------------------------- what the writer stores
 
 
@@ -203,7 +215,7 @@ def test_one_pass_that_meets_damage_is_read_again_the_checked_way(
     """A flipped byte in a late chunk: the one pass has paired samples before it finds the
     damage, so verify reads the bag again the checked way, which leaves the damaged chunk's
     span out before pairing: the report is the one the checked reading alone gives."""
-    from simconform.verify import reading, verifier
+    from simconform.verify import verifier
 
     run = copy_run(short_run, tmp_path / "run")
     s, e, _m = intact.chunks[-2]
@@ -215,12 +227,7 @@ def test_one_pass_that_meets_damage_is_read_again_the_checked_way(
     finally:
         src.close()
     assert src.damaged and not src.one_pass_clean
-    orig = reading.open_run_bag
-    try:
-        reading.open_run_bag = lambda r, m, one_pass=False: orig(r, m, False)
-        checked = verifier.verify_run(run, write=False)
-    finally:
-        reading.open_run_bag = orig
+    checked = verify_checked(run)
     assert one["run"]["integrity"]["read_with"] == "checked scan (damaged chunks skipped)"
     one.pop("provenance"), checked.pop("provenance")
     assert one == checked
@@ -237,7 +244,7 @@ def test_one_pass_does_not_decompress_the_chunks_of_topics_it_does_not_read(
     image). It reads what rosbags reads of its topics; a flipped byte in a skipped chunk fails
     the data section CRC, so verify reads the bag again the checked way, which names it."""
     from simconform.bag.storage import OWN_CHUNK
-    from simconform.verify import reading, verifier
+    from simconform.verify import verifier
 
     big = [k for k, (_s, _e, msgs) in enumerate(intact.chunks) if len(msgs[-1][2]) >= OWN_CHUNK]
     assert big and all(len(intact.chunks[k][2]) == 1 for k in big)
@@ -266,12 +273,7 @@ def test_one_pass_does_not_decompress_the_chunks_of_topics_it_does_not_read(
         src.close()
     assert got == ref and src.notes and not src.one_pass_clean
     one = verifier.verify_run(run, write=False)
-    orig = reading.open_run_bag
-    try:
-        reading.open_run_bag = lambda r, m, one_pass=False: orig(r, m, False)
-        checked = verifier.verify_run(run, write=False)
-    finally:
-        reading.open_run_bag = orig
+    checked = verify_checked(run)
     integrity = one["run"]["integrity"]
     assert integrity["read_with"] == "checked scan (damaged chunks skipped)"
     assert f"chunk {depth + 1} at byte {s}" in json.dumps(integrity)
