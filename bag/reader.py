@@ -29,6 +29,7 @@ from rosbags.typesys.store import Typestore
 
 from simconform.bag.messages import TYPESTORE
 from simconform.bag.salvage import Damage, McapScan, NotABag, Salvage, salvage_for
+from simconform.bag.storage import OWN_CHUNK
 from simconform.errors import UserError
 
 BAG_KINDS = "expected a rosbag2 folder (MCAP or sqlite3), an .mcap file or a ROS 1 .bag file"
@@ -81,7 +82,8 @@ class SourceBag:
     raw) in log order (scan: file order) and, when the read stops early, sets `stop_reason`
     instead of raising. `damaged`: the skipped stretches (Damage); `notes`: checks that failed
     outside the messages (data or summary CRC); `chunks`: MCAP chunks seen and how many carry a
-    CRC (None for other storage)."""
+    CRC (None for other storage). `raw` is bytes, or a read-only buffer for a message of
+    OWN_CHUNK bytes or more read by the scan."""
 
     def __init__(self, path: Path, one_pass: bool = False) -> None:
         self.path = path
@@ -223,7 +225,11 @@ class SourceBag:
                         self._order_ok = False  # rosbags would have sorted it: not one pass
                         break
                     last = log_ns
-                yield topic, msgtype, log_ns, bytes(raw)
+                # a view into its chunk, copied unless the message is about a chunk's size
+                # (bag/storage.py OWN_CHUNK): a small view would hold its whole chunk alive,
+                # while copying a truth image cost 0.22 ms of the 2026-12-06 host (0.45 s of
+                # the demo's camera verification)
+                yield topic, msgtype, log_ns, raw if len(raw) >= OWN_CHUNK else bytes(raw)
             if not s.clean_end and not self.one_pass:
                 self.stop_reason = f"{self.open_error}; {s.stop_reason}"
             self.damaged = s.damaged

@@ -26,21 +26,23 @@ def _report(run: Path, parallel_on: bool, monkeypatch) -> dict:
     return report
 
 
-@pytest.mark.parametrize("damaged", [False, True])
+@pytest.mark.parametrize("damage", [None, "bag/bag.mcap", "gt/lidar.tum", "bag/metadata.yaml"])
 def test_camera_in_a_worker_gives_the_single_readers_report(
-    short_run: Path, tmp_path: Path, monkeypatch, damaged: bool
+    short_run: Path, tmp_path: Path, monkeypatch, damage: str | None
 ) -> None:
-    """The demo's first 3 s, intact and with a flipped byte in a late chunk (both readers
-    then meet the damage and read again the checked way): every verdict, value, interval,
-    count and integrity finding is the single reader's."""
+    """The demo's first 3 s, intact, with a flipped byte in a late chunk of the bag (both
+    readers then meet the damage and read again the checked way), or in a file only run.json's
+    SHA-256 covers (which only the main process hashes): every verdict, value, interval, count
+    and integrity finding is the single reader's."""
     run = tmp_path / "run"
     shutil.copytree(short_run, run, ignore=shutil.ignore_patterns("report"))
+    damaged = damage is not None
     if damaged:
-        bag = run / "bag" / "bag.mcap"
-        data = bytearray(bag.read_bytes())
+        path = run / damage
+        data = bytearray(path.read_bytes())
         at = int(len(data) * 0.8)
-        data[at] ^= 0x10
-        bag.write_bytes(bytes(data))
+        data[at] ^= 0x10 if damage.endswith(".mcap") else 0x01  # text: one character changed
+        path.write_bytes(bytes(data))
     manifest = verifier.load_manifest(run)
     spec = verifier.Spec.model_validate(manifest["spec_content"])
     with monkeypatch.context() as m:

@@ -161,10 +161,13 @@ def run_state(manifest: dict) -> str:
     return "interrupted" if manifest.get("stopped_by") else "failed"
 
 
-def check_run(run_dir: Path, manifest: dict, src: SourceBag) -> RunIntegrity:
-    """The files, the bag (already opened: its chunks were checked) and the recorded span."""
+def check_run(run_dir: Path, manifest: dict, src: SourceBag, files: bool = True) -> RunIntegrity:
+    """The files (unless not `files`: verify/parallel.py's second reader, whose findings are
+    compared with the first's), the bag (already opened: its chunks were checked) and the
+    recorded span."""
     found = RunIntegrity(read_with=src.read_with, chunks=src.chunks, state=run_state(manifest))
-    check_outputs(run_dir, manifest, found)
+    if files:
+        check_outputs(run_dir, manifest, found)
     found.notes += src.notes
     start = int(manifest["start_ns"])
     found.gaps += [Gap(d.start_ns, d.end_ns, d.text(start)) for d in src.damaged]

@@ -28,16 +28,19 @@ def read_run(
     level: float,
     progress,
     sensors: tuple[str, ...] | None = None,
+    files: bool = True,
 ):
     """(integrity, accumulators, bag summary) of the run's bag. A finished run's MCAP bag is
     read once, its checks made while it is read (bag/reader.py `one_pass`); only where that
     reading finds damage, or stops on an error that damage may explain, is the bag read
     again the checked way, which locates the damage before any sample is paired. `sensors`:
-    judge only these (verify/parallel.py), every sensor for None."""
+    judge only these (verify/parallel.py), every sensor for None. `files`: check the run's
+    files against run.json's SHA-256 (verify/parallel.py's worker leaves it to the main
+    process)."""
     src = open_run_bag(run_dir, manifest, run_state(manifest) == "finished")
     try:
         found, accs, summary = _judge(
-            run_dir, manifest, spec, origin, level, progress, src, sensors
+            run_dir, manifest, spec, origin, level, progress, src, sensors, files
         )
     except UserError:
         if not src.one_pass:
@@ -55,16 +58,16 @@ def read_run(
         return found, accs, summary
     src = open_run_bag(run_dir, manifest)
     try:
-        return _judge(run_dir, manifest, spec, origin, level, progress, src, sensors)
+        return _judge(run_dir, manifest, spec, origin, level, progress, src, sensors, files)
     finally:
         src.close()
 
 
 def _judge(run_dir: Path, manifest: dict, spec: Spec, origin: Origin, level: float, progress,
-           src: SourceBag, sensors: tuple[str, ...] | None):  # fmt: skip
+           src: SourceBag, sensors: tuple[str, ...] | None, files: bool = True):  # fmt: skip
     """Check the run (verify/integrity.py) and pair and accumulate every sample of `src` of
     `sensors` (all for None)."""
-    found = check_run(run_dir, manifest, src)
+    found = check_run(run_dir, manifest, src, files)
     start = int(manifest["start_ns"])
     end = found.span_end_ns if found.span_end_ns is not None else int(manifest["end_ns"])
     duration_s = max(end - start, 0) / 1e9
