@@ -262,6 +262,18 @@ def test_figures_drawn_in_two_processes_are_the_ones_one_process_draws(
     from simconform.verify import figures
     from simconform.verify.verifier import verify_run
 
+    forks: list[int] = []
+    real_fork = os.fork
+
+    def fork() -> int:
+        pid = real_fork()
+        if pid:
+            forks.append(pid)
+        return pid
+
+    monkeypatch.setattr(os, "fork", fork)
+    # a thread an earlier test left in this process (Ray's, say) would keep verify from forking
+    monkeypatch.setattr(figures.threading, "active_count", lambda: 1)
     pngs = {}
     for cpus in (2, 1):
         run = tmp_path / f"cpus{cpus}"
@@ -269,8 +281,33 @@ def test_figures_drawn_in_two_processes_are_the_ones_one_process_draws(
         monkeypatch.setattr(figures, "_cpus", lambda n=cpus: n)
         verify_run(run)
         pngs[cpus] = {p.name: p.read_bytes() for p in (run / "report").glob("*.png")}
+        assert len(forks) == 1  # forked with two CPUs, not with one
     assert len(pngs[2]) >= 6 and "overview.png" in pngs[2]
     assert pngs[2] == pngs[1]
+
+
+def test_a_process_with_other_threads_draws_its_figures_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No fork beside another thread (it may hold a lock the child would wait for)."""
+    import threading
+
+    from simconform.verify import figures
+
+    monkeypatch.setattr(figures, "_cpus", lambda: 2)
+
+    def pid(_i: int) -> int:
+        return os.getpid()
+
+    figs = [(pid, (i,), 1.0) for i in range(4)]
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert set(figures.draw(figs)) == {os.getpid()}
+    finally:
+        stop.set()
+        other.join()
 
 
 def test_a_failed_figure_child_leaves_its_share_to_the_parent(tmp_path: Path) -> None:

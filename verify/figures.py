@@ -4,7 +4,8 @@ The figures are drawn after every sample is judged, so the second core is idle w
 process lays out text in matplotlib (the 200 s demo: eight figures, about 3.4 s on the
 2026-12-05 host). Where the process can fork and may use two CPUs, a forked child draws
 about half of them (largest first, each to the lighter side) while this process draws the
-rest. A fork, not a pool: the child starts with the report, the samples and matplotlib
+rest. A process with other threads (a Ray worker, a campaign's pool worker) draws them
+alone. A fork, not a pool: the child starts with the report, the samples and matplotlib
 already in memory, in milliseconds. Each figure is a file written by one process alone,
 byte-identical to the serial drawing (`tests/test_report.py`). Where the child fails for any
 reason, this process draws its share itself, so an error is raised here with its traceback.
@@ -16,6 +17,7 @@ import contextlib
 import os
 import pickle
 import signal
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,9 +28,11 @@ Figure = tuple[Callable[..., Path | None], tuple, float]  # function, its argume
 
 def draw(figures: list[Figure], fork: bool | None = None) -> list[Path | None]:
     """Each figure's function called with its arguments, results in order. `fork`: None to
-    fork where two CPUs are usable, False to draw here, True to fork wherever possible."""
+    fork where two CPUs are usable and this process runs no other thread, False to draw here,
+    True to fork wherever possible. Another thread (a Ray worker's, a pool worker's watchdog)
+    may hold a lock at the fork that the child would then wait for forever."""
     if fork is None:
-        fork = len(figures) > 1 and _cpus() >= 2
+        fork = len(figures) > 1 and _cpus() >= 2 and threading.active_count() == 1
     if not fork or not hasattr(os, "fork"):
         return [f(*args) for f, args, _w in figures]
     mine, theirs = _split([w for _f, _a, w in figures])
