@@ -128,11 +128,19 @@ def truth_bytes(s) -> int:
     return 0
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may use: its affinity mask where the system has one (not cgroup
+    CPU quotas), else the machine's count."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def offloaded(spec: Spec, captures: dict[str, int]) -> tuple[str, ...]:
     """The cameras verify judges in a worker process ((): everything in one), given each
     sensor's capture count: only beside other sensors, on 2+ CPUs, and when their truth frames
     are worth the worker's start (about 2 s of imports)."""
-    if len(os.sched_getaffinity(0)) < 2:
+    if usable_cpus() < 2:
         return ()
     cams = tuple(n for n, s in spec.sensors.items() if isinstance(s, CameraSpec))
     if not cams or len(cams) == len(spec.sensors):

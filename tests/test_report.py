@@ -278,7 +278,7 @@ def test_figures_drawn_in_two_processes_are_the_ones_one_process_draws(
     for cpus in (2, 1):
         run = tmp_path / f"cpus{cpus}"
         shutil.copytree(short_run, run, ignore=shutil.ignore_patterns("report"))
-        monkeypatch.setattr(figures, "_cpus", lambda n=cpus: n)
+        monkeypatch.setattr(figures, "usable_cpus", lambda n=cpus: n)
         verify_run(run)
         pngs[cpus] = {p.name: p.read_bytes() for p in (run / "report").glob("*.png")}
         assert len(forks) == 1  # forked with two CPUs, not with one
@@ -294,7 +294,7 @@ def test_a_process_with_other_threads_draws_its_figures_alone(
 
     from simconform.verify import figures
 
-    monkeypatch.setattr(figures, "_cpus", lambda: 2)
+    monkeypatch.setattr(figures, "usable_cpus", lambda: 2)
 
     def pid(_i: int) -> int:
         return os.getpid()

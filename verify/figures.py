@@ -21,6 +21,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from simconform.budget import usable_cpus
 from simconform.lifeline import die_with_parent
 
 Figure = tuple[Callable[..., Path | None], tuple, float]  # function, its arguments, its weight
@@ -32,9 +33,14 @@ def draw(figures: list[Figure], fork: bool | None = None) -> list[Path | None]:
     True to fork wherever possible. Another thread (a Ray worker's, a pool worker's watchdog)
     may hold a lock at the fork that the child would then wait for forever."""
     if fork is None:
-        fork = len(figures) > 1 and _cpus() >= 2 and threading.active_count() == 1
+        fork = len(figures) > 1 and usable_cpus() >= 2 and threading.active_count() == 1
+
+    def made(i: int) -> Path | None:
+        f, args, _w = figures[i]
+        return f(*args)
+
     if not fork or not hasattr(os, "fork"):
-        return [f(*args) for f, args, _w in figures]
+        return [made(i) for i in range(len(figures))]
     mine, theirs = _split([w for _f, _a, w in figures])
     read, write = os.pipe()
     pid = os.fork()
@@ -44,18 +50,16 @@ def draw(figures: list[Figure], fork: bool | None = None) -> list[Path | None]:
             os.close(read)
             die_with_parent()
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-            out = pickle.dumps([figures[i][0](*figures[i][1]) for i in theirs])
+            out = pickle.dumps([made(i) for i in theirs])
             with os.fdopen(write, "wb") as fh:
                 fh.write(out)
             code = 0
         finally:
             os._exit(code)
     os.close(write)
-    results: dict[int, Path | None] = {}
     try:
-        for i in mine:
-            results[i] = figures[i][0](*figures[i][1])
         with os.fdopen(read, "rb") as fh:
+            results = {i: made(i) for i in mine}
             data = fh.read()
         _pid, status = os.waitpid(pid, 0)
         pid = 0
@@ -66,7 +70,7 @@ def draw(figures: list[Figure], fork: bool | None = None) -> list[Path | None]:
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
     if got is None or len(got) != len(theirs):  # the child failed: draw its share here
-        got = [figures[i][0](*figures[i][1]) for i in theirs]
+        got = [made(i) for i in theirs]
     results.update(zip(theirs, got))
     return [results[i] for i in range(len(figures))]
 
@@ -80,9 +84,3 @@ def _split(weights: list[float]) -> tuple[list[int], list[int]]:
         sides[side].append(i)
         load[side] += weights[i]
     return sorted(sides[0]), sorted(sides[1])
-
-
-def _cpus() -> int:
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1

@@ -294,11 +294,10 @@ class McapScan(Salvage):
     def _summary(self, buf: Buffer, schemas: dict) -> None:
         """Schemas and channels of the summary section, where the footer points to one; and
         the summary's CRC."""
-        end = len(buf)
-        if not _finished(buf):
+        found = _footer(buf)
+        if found is None:
             return
-        footer = end - 8 - 29
-        summary_start, offsets, crc = struct.unpack_from("<QQI", buf, footer + 9)
+        footer, summary_start, offsets, crc = found
         if not 8 < summary_start <= footer:
             return
         if crc:
@@ -342,16 +341,25 @@ class McapScan(Salvage):
 def _data_crc_stored(buf: Buffer) -> bool:
     """A finished file whose DataEnd record (just before its summary section, or its footer
     where it has none) stores a CRC."""
-    if not _finished(buf):
+    found = _footer(buf)
+    if found is None:
         return False
-    footer = len(buf) - 8 - 29
-    summary_start = struct.unpack_from("<Q", buf, footer + 9)[0]
+    footer, summary_start, _offsets, _crc = found
     at = (summary_start if 8 < summary_start <= footer else footer) - len(_DATA_END) - 4
     return (
         at > 8
         and bytes(buf[at : at + len(_DATA_END)]) == _DATA_END
         and struct.unpack_from("<I", buf, at + len(_DATA_END))[0] != 0
     )
+
+
+def _footer(buf: Buffer) -> tuple[int, int, int, int] | None:
+    """(position, summary_start, summary_offset_start, summary_crc) of a finished file's
+    Footer record; None for a file that was not closed."""
+    if not _finished(buf):
+        return None
+    footer = len(buf) - 8 - 29
+    return (footer, *struct.unpack_from("<QQI", buf, footer + 9))
 
 
 def _finished(buf: Buffer) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -186,8 +185,10 @@ def default_jobs() -> int:
     5-7.5 it was the other way, 162 s against 117 s, as the main process then gets less CPU:
     pass --jobs 1 on a busy machine). On one CPU the run stays in-process (0). The affinity
     mask is read, not cgroup CPU quotas."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return 0 if (cpus or 1) <= 1 else min(cpus, 4)
+    from simconform.budget import usable_cpus
+
+    cpus = usable_cpus()
+    return 0 if cpus <= 1 else min(cpus, 4)
 
 
 def parse_duration(text: str | None) -> float | None:
