@@ -78,10 +78,7 @@ def draw_image_noise(image: np.ndarray, bias, sigma, rng: np.random.Generator) -
     doubt = np.empty(n, dtype=np.int64)
     m = _lookup(flat, bits, table, out, doubt)
     if m:
-        doubt = doubt[:m]
-        r = (bits[doubt] >> (16 - _BITS)).astype(np.float64)
-        u = (r + rng.random(m)) / _CELLS  # U's next 53 bits, where a boundary is in the cell
-        out[doubt] = (cdf[flat[doubt]] <= u[:, None]).sum(axis=1)
+        _resolve(flat, bits, doubt[:m], rng.random(m), cdf, out)  # U's next 53 bits
     return out.reshape(image.shape)
 
 
@@ -97,3 +94,14 @@ def _lookup(flat, bits, table, out, doubt) -> int:
             doubt[m] = i
             m += 1
     return m
+
+
+@njit(cache=True, nogil=True)
+def _resolve(flat, bits, doubt, more, cdf, out) -> None:
+    """out = #{k : CDF_k <= U} for the pixels in doubt, U = (cell + more) / cells: a binary
+    search of the pixel's CDF row (non-decreasing), the count numpy's compare-and-sum gave
+    (a (m, 255) array: 1.7 of the 6 ms a demo frame's noise took)."""
+    for j in range(len(doubt)):
+        i = doubt[j]
+        u = (np.float64(bits[i] >> (16 - _BITS)) + more[j]) / _CELLS
+        out[i] = np.uint8(np.searchsorted(cdf[np.int64(flat[i])], u, side="right"))

@@ -11,7 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import chi2
 
-from simconform.pipeline.image_noise import draw_image_noise, exact_probabilities
+from simconform.pipeline.image_noise import (
+    _BITS,
+    _CELLS,
+    _resolve,
+    _tables,
+    draw_image_noise,
+    exact_probabilities,
+)
 from simconform.pipeline.noise import apply_image_noise
 
 SETTINGS = settings(max_examples=25, derandomize=True, deadline=None, database=None)
@@ -82,3 +89,27 @@ def test_same_seed_same_frame_and_frames_differ() -> None:
     first, second = draw_image_noise(img, 0.0, 5.0, rng), draw_image_noise(img, 0.0, 5.0, rng)
     assert np.array_equal(a, b) and np.array_equal(a, first)
     assert not np.array_equal(first, second)
+
+
+@SETTINGS
+@given(
+    bias=st.floats(-300, 300, allow_nan=False),
+    sigma=st.floats(1e-3, 500),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_a_doubtful_cell_counts_the_boundaries_below_u(bias: float, sigma: float, seed: int):
+    """The compiled binary search over a CDF row gives #{k : CDF_k <= U}, the count of the
+    definition (rows are non-decreasing, so the two agree on every U)."""
+    b, s = float(np.float32(bias)), float(np.float32(sigma))
+    cdf, _ = _tables(b, s)
+    assert (np.diff(cdf, axis=1) >= 0).all()
+    rng = np.random.default_rng(seed)
+    n = 4000
+    flat = rng.integers(0, 256, n).astype(np.uint8)
+    bits = rng.integers(0, 1 << 16, n).astype(np.uint16)
+    more = rng.random(n)
+    more[:8] = 0.0  # U exactly on a cell's start
+    out = np.zeros(n, dtype=np.uint8)
+    _resolve(flat, bits, np.arange(n), more, cdf, out)
+    u = ((bits >> (16 - _BITS)).astype(np.float64) + more) / _CELLS
+    assert np.array_equal(out, (cdf[flat] <= u[:, None]).sum(axis=1))
