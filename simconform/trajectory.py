@@ -33,7 +33,7 @@ from scipy.spatial.transform import Rotation, RotationSpline, Slerp
 
 from simconform.errors import UserError, read_utf8
 from simconform.fields import MAX_COORD_M
-from simconform.frames import Pose
+from simconform.frames import Pose, quat_product
 
 if TYPE_CHECKING:
     from simconform.world import World
@@ -114,7 +114,7 @@ class Trajectory:
         k = self._knots_s
         i = np.clip(np.searchsorted(k, rel_s, side="right") - 1, 0, len(k) - 2)
         step = Rotation.from_rotvec(self._rot_spline.interpolator(rel_s)).as_quat()
-        return Rotation.from_quat(_quat_product(self._knot_quat[i], step))
+        return Rotation.from_quat(quat_product(self._knot_quat[i], step))
 
     def write_tum(self, path: str | Path) -> None:
         q = Pose(self.positions, self.rotations).quat()
@@ -123,21 +123,6 @@ class Trajectory:
             for t, p, qq in zip(self.times_ns, self.positions, q, strict=True):
                 fh.write(f"{format_seconds(int(t))} " + " ".join(f"{v:.9f}" for v in (*p, *qq)))
                 fh.write("\n")
-
-
-def _quat_product(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Hamilton product of x y z w quaternions (..., 4): the rotation p then q in the body."""
-    x1, y1, z1, w1 = np.moveaxis(p, -1, 0)
-    x2, y2, z2, w2 = np.moveaxis(q, -1, 0)
-    return np.stack(
-        [
-            w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
-            w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
-            w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
-            w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
-        ],
-        axis=-1,
-    )
 
 
 def format_seconds(t_ns: int) -> str:
