@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from simconform.bvhcast import _JIT, _MAX_CANDIDATES, _TILE, plane_hit, tile
+from simconform.bvhcast import _JIT, _MAX_CANDIDATES, _TILE, node_spheres, plane_hit, tile
 
 
 @njit(**_JIT)
@@ -28,6 +28,7 @@ def frame(rays, rot, o, planes_n, planes_d, planes_obj, box, left, right, start,
     slack = 1e-9 * (1.0 + abs(ox) + abs(oy) + abs(oz))
     cand = np.empty(_MAX_CANDIDATES, dtype=np.int64)
     stack = np.empty(len(box) + 1, dtype=np.int64)
+    sphere = node_spheres(box, o, slack)
     size = _TILE * _TILE
     d, best = np.empty((size, 3)), np.empty(size)
     index, normal = np.empty(size, dtype=np.int64), np.empty((size, 3))
@@ -50,8 +51,8 @@ def frame(rays, rot, o, planes_n, planes_d, planes_obj, box, left, right, start,
                     )
                     m += 1
             if len(kind):
-                tile(o, d, m, slack, 0.0, np.inf, best, index, normal, cand, stack, box, left,
-                     right, start, count, kind, obj, prio, par)  # fmt: skip
+                tile(o, d, m, slack, 0.0, np.inf, best, index, normal, cand, stack, sphere, box,
+                     left, right, start, count, kind, obj, prio, par)  # fmt: skip
             m = 0
             for rr in range(r0, r1):
                 for cc in range(c0, c1):

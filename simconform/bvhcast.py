@@ -262,6 +262,7 @@ def _cast_tiles(o, d, width, t_min, t_max, best, index, normal, box, left, right
     slack = 1e-9 * (1.0 + abs(o0[0]) + abs(o0[1]) + abs(o0[2]))
     cand = np.empty(_MAX_CANDIDATES, dtype=np.int64)
     stack = np.empty(len(box) + 1, dtype=np.int64)
+    sphere = node_spheres(box, o, slack)
     size = _TILE * _TILE
     dt, bt = np.empty((size, 3)), np.empty(size)
     it, nt = np.empty(size, dtype=np.int64), np.empty((size, 3))
@@ -276,8 +277,8 @@ def _cast_tiles(o, d, width, t_min, t_max, best, index, normal, box, left, right
                     bt[m], it[m] = best[i], index[i]
                     nt[m, 0], nt[m, 1], nt[m, 2] = normal[i, 0], normal[i, 1], normal[i, 2]
                     m += 1
-            tile(o, dt, m, slack, t_min, t_max, bt, it, nt, cand, stack, box, left, right,
-                 start, count, kind, obj, prio, par)  # fmt: skip
+            tile(o, dt, m, slack, t_min, t_max, bt, it, nt, cand, stack, sphere, box, left,
+                 right, start, count, kind, obj, prio, par)  # fmt: skip
             m = 0
             for rr in range(r0, r1):
                 for i in range(rr * width + c0, min(rr * width + c1, n)):
@@ -286,9 +287,33 @@ def _cast_tiles(o, d, width, t_min, t_max, best, index, normal, box, left, right
                     m += 1
 
 
+@njit(**_JIT)
+def node_spheres(box, o, slack):
+    """Per tree node, as seen from the one origin o[0] of a tile cast: (1 if the origin lies
+    outside the node's bounding sphere else 0, centre - origin (3), distance, radius, cos and
+    sin of the sphere's half angle), computed once per cast instead of once per tile."""
+    ox, oy, oz = o[0, 0], o[0, 1], o[0, 2]
+    out = np.zeros((len(box), 8))
+    for j in range(len(box)):
+        hx = box[j, 3] - box[j, 0]
+        hy = box[j, 4] - box[j, 1]
+        hz = box[j, 5] - box[j, 2]
+        rad = 0.5 * np.sqrt(hx * hx + hy * hy + hz * hz)
+        vx = 0.5 * (box[j, 0] + box[j, 3]) - ox
+        vy = 0.5 * (box[j, 1] + box[j, 4]) - oy
+        vz = 0.5 * (box[j, 2] + box[j, 5]) - oz
+        dist = np.sqrt(vx * vx + vy * vy + vz * vz)
+        if dist > rad * (1.0 + 1e-9) + slack:
+            sin_b = rad / dist
+            cos_b = np.sqrt(max(0.0, 1.0 - sin_b * sin_b))
+            out[j, 0], out[j, 1], out[j, 2], out[j, 3] = 1.0, vx, vy, vz
+            out[j, 4], out[j, 5], out[j, 6], out[j, 7] = dist, rad, cos_b, sin_b
+    return out
+
+
 @njit(**_JIT, inline="always")
-def tile(o, d, m, slack, t_min, t_max, best, index, normal, cand, stack, box, left, right,
-         start, count, kind, obj, prio, par):  # fmt: skip
+def tile(o, d, m, slack, t_min, t_max, best, index, normal, cand, stack, sphere, box, left,
+         right, start, count, kind, obj, prio, par):  # fmt: skip
     """The bounded primitives for m neighbouring rays d[:m] from one origin o[0], whose
     best/index/normal[:m] hold the planes' hits (updated in place). The tree is culled once
     against the rays' bounding cone and their farthest hit so far, then each ray runs the
@@ -297,7 +322,8 @@ def tile(o, d, m, slack, t_min, t_max, best, index, normal, cand, stack, box, le
     conservative: a node is dropped only when its bounding sphere lies outside the cone
     (cosines compared with 1e-9 to spare) or wholly beyond every ray's hit so far. Rays that
     span a hemisphere, or whose cone keeps more than _MAX_CANDIDATES primitives, go to _cast.
-    `cand` (_MAX_CANDIDATES) and `stack` (a node count + 1) are scratch."""
+    `sphere`: node_spheres(box, o, slack); `cand` (_MAX_CANDIDATES) and `stack` (a node
+    count + 1) are scratch."""
     ox, oy, oz = o[0, 0], o[0, 1], o[0, 2]
     ax = ay = az = 0.0
     far = 0.0
@@ -323,21 +349,15 @@ def tile(o, d, m, slack, t_min, t_max, best, index, normal, cand, stack, box, le
         while sp > 0:
             sp -= 1
             j = stack[sp]
-            hx = box[j, 3] - box[j, 0]
-            hy = box[j, 4] - box[j, 1]
-            hz = box[j, 5] - box[j, 2]
-            rad = 0.5 * np.sqrt(hx * hx + hy * hy + hz * hz)
-            vx = 0.5 * (box[j, 0] + box[j, 3]) - ox
-            vy = 0.5 * (box[j, 1] + box[j, 4]) - oy
-            vz = 0.5 * (box[j, 2] + box[j, 5]) - oz
-            dist = np.sqrt(vx * vx + vy * vy + vz * vz)
-            if dist > rad * (1.0 + 1e-9) + slack:
-                if dist - rad > reach:
+            if sphere[j, 0] > 0:  # the origin is outside the node's sphere
+                dist = sphere[j, 4]
+                if dist - sphere[j, 5] > reach:
                     continue  # wholly beyond every ray's nearest hit so far
-                sin_b = rad / dist
-                cos_b = np.sqrt(max(0.0, 1.0 - sin_b * sin_b))
-                cos_ab = cos_a * cos_b - sin_a * sin_b  # cos(a + b), a + b <= pi
-                if ax * vx + ay * vy + az * vz < (cos_ab - 1e-9) * dist:
+                cos_ab = cos_a * sphere[j, 6] - sin_a * sphere[j, 7]  # cos(a + b), a + b <= pi
+                if (
+                    ax * sphere[j, 1] + ay * sphere[j, 2] + az * sphere[j, 3]
+                    < (cos_ab - 1e-9) * dist
+                ):
                     continue  # the sphere lies outside the tile's cone
             if left[j] >= 0:
                 stack[sp] = left[j]
