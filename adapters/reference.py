@@ -22,7 +22,6 @@ from simconform.adapters.base import (
     SensorBackend,
     TruthSample,
 )
-from simconform.adapters.camera_cast import frame
 from simconform.adapters.kinematics import rates
 from simconform.adapters.shading import gazebo_pixels, gazebo_unseen
 from simconform.adapters.sweep import lidar_sweep
@@ -200,14 +199,6 @@ class ReferenceBackend(SensorBackend):
         scene = self.moving(motion)
         image = np.empty((h, w, 3), dtype=np.uint8)
         depth = np.empty((h, w), dtype=np.float32) if s.depth else None
-        arrays = self.scene.compiled()
-        if s.shutter == "global" and not self.emulate and not self.world.actors and arrays:
-            # one compiled pass, tile by tile (adapters/camera_cast.py): the same bits
-            frame(rays, rot[0], np.ascontiguousarray(poses.t.reshape(1, 3)), *arrays,
-                  self._albedo255, self._to_light, np.float32(light.ambient),
-                  np.float32(light.diffuse), image,
-                  np.empty((0, 0), dtype=np.float32) if depth is None else depth)  # fmt: skip
-            return CameraTruth(image=image, depth=depth)
         band = max(1, 65536 // w)
         for r0 in range(0, h, band):
             r1 = min(h, r0 + band)

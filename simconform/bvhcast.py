@@ -13,10 +13,10 @@ report the same object.
 One compiled entry point (`_cast`) with one signature: origins always come as (M, 3), M = 1
 for a shared origin, so numba compiles (or loads from its cache) a single specialisation.
 A camera's pixels (one origin, a grid of rays) go through `_cast_tiles`, which culls the tree
-once per 8 x 8 tile (`tile`, which adapters/camera_cast.py also calls) and gives the same
-results: 2.5 ms instead of 8.5 ms for a 640 x 480 frame of the demo world.
+once per 8 x 8 tile and gives the same results: 2.5 ms instead of 8.5 ms for a 640 x 480
+frame of the demo world.
 
-Length: about 500 lines, because the exact primitive tests, the walk and the tiled cast
+Length: about 470 lines, because the exact primitive tests, the walk and the tiled cast
 share inlined helpers that numba must see in one module; a split would cost a call per ray.
 """
 
@@ -255,142 +255,102 @@ _MAX_CANDIDATES = 48  # more primitives left in a packet's cone: its rays walk t
 def _cast_tiles(o, d, width, t_min, t_max, best, index, normal, box, left, right, start,
                 count, kind, obj, prio, par):  # fmt: skip
     """As _cast, for rays from one origin laid out as a row-major grid `width` wide (a camera
-    band): each 8 x 8 tile of rays goes through `tile` (gathered, cast, scattered back)."""
+    band): the tree is culled once per 8 x 8 tile of rays against the tile's bounding cone
+    and its farthest hit so far, then each ray of the tile runs the exact test on the
+    primitives left with _cast's rule (nearest, then highest priority: the order the tests
+    run in does not matter), so every result is _cast's. The cull is conservative: a node is
+    dropped only when its bounding sphere lies outside the cone (cosines compared with 1e-9
+    to spare) or wholly beyond every ray's hit so far. A tile whose rays span a hemisphere,
+    or whose cone keeps more than _MAX_CANDIDATES primitives, is cast by _cast."""
     n = len(d)
     rows = (n + width - 1) // width
-    o0 = o[0]
-    slack = 1e-9 * (1.0 + abs(o0[0]) + abs(o0[1]) + abs(o0[2]))
+    ox, oy, oz = o[0, 0], o[0, 1], o[0, 2]
+    slack = 1e-9 * (1.0 + abs(ox) + abs(oy) + abs(oz))
     cand = np.empty(_MAX_CANDIDATES, dtype=np.int64)
     stack = np.empty(len(box) + 1, dtype=np.int64)
-    sphere = node_spheres(box, o, slack)
-    size = _TILE * _TILE
-    dt, bt = np.empty((size, 3)), np.empty(size)
-    it, nt = np.empty(size, dtype=np.int64), np.empty((size, 3))
     for r0 in range(0, rows, _TILE):
         r1 = min(r0 + _TILE, rows)
         for c0 in range(0, width, _TILE):
             c1 = min(c0 + _TILE, width)
-            m = 0
+            ax = ay = az = 0.0
+            far = 0.0
             for rr in range(r0, r1):
                 for i in range(rr * width + c0, min(rr * width + c1, n)):
-                    dt[m, 0], dt[m, 1], dt[m, 2] = d[i, 0], d[i, 1], d[i, 2]
-                    bt[m], it[m] = best[i], index[i]
-                    nt[m, 0], nt[m, 1], nt[m, 2] = normal[i, 0], normal[i, 1], normal[i, 2]
-                    m += 1
-            tile(o, dt, m, slack, t_min, t_max, bt, it, nt, cand, stack, sphere, box, left,
-                 right, start, count, kind, obj, prio, par)  # fmt: skip
-            m = 0
+                    ax += d[i, 0]  # any axis will do: cos_a below is measured from it
+                    ay += d[i, 1]
+                    az += d[i, 2]
+                    far = max(far, min(best[i], t_max))
+            m = np.sqrt(ax * ax + ay * ay + az * az)
+            cos_a = 1.0
+            if m > 0:
+                ax, ay, az = ax / m, ay / m, az / m
+                for rr in range(r0, r1):
+                    for i in range(rr * width + c0, min(rr * width + c1, n)):
+                        di = np.sqrt(d[i, 0] * d[i, 0] + d[i, 1] * d[i, 1] + d[i, 2] * d[i, 2])
+                        cos_a = min(cos_a, (d[i, 0] * ax + d[i, 1] * ay + d[i, 2] * az) / di)
+            k = 0
+            wide = not (m > 0 and cos_a > 0.0)  # the rays span a hemisphere or more
+            if not wide:
+                sin_a = np.sqrt(max(0.0, 1.0 - cos_a * cos_a))
+                reach = far + 1e-9 * (1.0 + far) + slack
+                stack[0] = 0
+                sp = 1
+                while sp > 0:
+                    sp -= 1
+                    j = stack[sp]
+                    hx = box[j, 3] - box[j, 0]
+                    hy = box[j, 4] - box[j, 1]
+                    hz = box[j, 5] - box[j, 2]
+                    rad = 0.5 * np.sqrt(hx * hx + hy * hy + hz * hz)
+                    vx = 0.5 * (box[j, 0] + box[j, 3]) - ox
+                    vy = 0.5 * (box[j, 1] + box[j, 4]) - oy
+                    vz = 0.5 * (box[j, 2] + box[j, 5]) - oz
+                    dist = np.sqrt(vx * vx + vy * vy + vz * vz)
+                    if dist > rad * (1.0 + 1e-9) + slack:
+                        if dist - rad > reach:
+                            continue  # wholly beyond every ray's nearest hit so far
+                        sin_b = rad / dist
+                        cos_b = np.sqrt(max(0.0, 1.0 - sin_b * sin_b))
+                        cos_ab = cos_a * cos_b - sin_a * sin_b  # cos(a + b), a + b <= pi
+                        if ax * vx + ay * vy + az * vz < (cos_ab - 1e-9) * dist:
+                            continue  # the sphere lies outside the tile's cone
+                    if left[j] >= 0:
+                        stack[sp] = left[j]
+                        stack[sp + 1] = right[j]
+                        sp += 2
+                    elif k + count[j] > _MAX_CANDIDATES:
+                        wide = True
+                        break
+                    else:
+                        for i in range(start[j], start[j] + count[j]):
+                            cand[k] = i
+                            k += 1
             for rr in range(r0, r1):
-                for i in range(rr * width + c0, min(rr * width + c1, n)):
-                    best[i], index[i] = bt[m], it[m]
-                    normal[i, 0], normal[i, 1], normal[i, 2] = nt[m, 0], nt[m, 1], nt[m, 2]
-                    m += 1
-
-
-@njit(**_JIT)
-def node_spheres(box, o, slack):
-    """Per tree node, as seen from the one origin o[0] of a tile cast: (1 if the origin lies
-    outside the node's bounding sphere else 0, centre - origin (3), distance, radius, cos and
-    sin of the sphere's half angle), computed once per cast instead of once per tile."""
-    ox, oy, oz = o[0, 0], o[0, 1], o[0, 2]
-    out = np.zeros((len(box), 8))
-    for j in range(len(box)):
-        hx = box[j, 3] - box[j, 0]
-        hy = box[j, 4] - box[j, 1]
-        hz = box[j, 5] - box[j, 2]
-        rad = 0.5 * np.sqrt(hx * hx + hy * hy + hz * hz)
-        vx = 0.5 * (box[j, 0] + box[j, 3]) - ox
-        vy = 0.5 * (box[j, 1] + box[j, 4]) - oy
-        vz = 0.5 * (box[j, 2] + box[j, 5]) - oz
-        dist = np.sqrt(vx * vx + vy * vy + vz * vz)
-        if dist > rad * (1.0 + 1e-9) + slack:
-            sin_b = rad / dist
-            cos_b = np.sqrt(max(0.0, 1.0 - sin_b * sin_b))
-            out[j, 0], out[j, 1], out[j, 2], out[j, 3] = 1.0, vx, vy, vz
-            out[j, 4], out[j, 5], out[j, 6], out[j, 7] = dist, rad, cos_b, sin_b
-    return out
-
-
-@njit(**_JIT, inline="always")
-def tile(o, d, m, slack, t_min, t_max, best, index, normal, cand, stack, sphere, box, left,
-         right, start, count, kind, obj, prio, par):  # fmt: skip
-    """The bounded primitives for m neighbouring rays d[:m] from one origin o[0], whose
-    best/index/normal[:m] hold the planes' hits (updated in place). The tree is culled once
-    against the rays' bounding cone and their farthest hit so far, then each ray runs the
-    exact test on the primitives left with _cast's rule (nearest, then highest priority: the
-    order the tests run in does not matter), so every result is _cast's. The cull is
-    conservative: a node is dropped only when its bounding sphere lies outside the cone
-    (cosines compared with 1e-9 to spare) or wholly beyond every ray's hit so far. Rays that
-    span a hemisphere, or whose cone keeps more than _MAX_CANDIDATES primitives, go to _cast.
-    `sphere`: node_spheres(box, o, slack); `cand` (_MAX_CANDIDATES) and `stack` (a node
-    count + 1) are scratch."""
-    ox, oy, oz = o[0, 0], o[0, 1], o[0, 2]
-    ax = ay = az = 0.0
-    far = 0.0
-    for i in range(m):
-        ax += d[i, 0]  # any axis will do: cos_a below is measured from it
-        ay += d[i, 1]
-        az += d[i, 2]
-        far = max(far, min(best[i], t_max))
-    mag = np.sqrt(ax * ax + ay * ay + az * az)
-    cos_a = 1.0
-    if mag > 0:
-        ax, ay, az = ax / mag, ay / mag, az / mag
-        for i in range(m):
-            di = np.sqrt(d[i, 0] * d[i, 0] + d[i, 1] * d[i, 1] + d[i, 2] * d[i, 2])
-            cos_a = min(cos_a, (d[i, 0] * ax + d[i, 1] * ay + d[i, 2] * az) / di)
-    k = 0
-    wide = not (mag > 0 and cos_a > 0.0)  # the rays span a hemisphere or more
-    if not wide:
-        sin_a = np.sqrt(max(0.0, 1.0 - cos_a * cos_a))
-        reach = far + 1e-9 * (1.0 + far) + slack
-        stack[0] = 0
-        sp = 1
-        while sp > 0:
-            sp -= 1
-            j = stack[sp]
-            if sphere[j, 0] > 0:  # the origin is outside the node's sphere
-                dist = sphere[j, 4]
-                if dist - sphere[j, 5] > reach:
-                    continue  # wholly beyond every ray's nearest hit so far
-                cos_ab = cos_a * sphere[j, 6] - sin_a * sphere[j, 7]  # cos(a + b), a + b <= pi
-                if (
-                    ax * sphere[j, 1] + ay * sphere[j, 2] + az * sphere[j, 3]
-                    < (cos_ab - 1e-9) * dist
-                ):
-                    continue  # the sphere lies outside the tile's cone
-            if left[j] >= 0:
-                stack[sp] = left[j]
-                stack[sp + 1] = right[j]
-                sp += 2
-            elif k + count[j] > _MAX_CANDIDATES:
-                wide = True
-                break
-            else:
-                for i in range(start[j], start[j] + count[j]):
-                    cand[k] = i
-                    k += 1
-    if wide:
-        _cast(o, d[:m], t_min, t_max, best[:m], index[:m], normal[:m], box, left, right,
-              start, count, kind, obj, prio, par)  # fmt: skip
-        return
-    for r in range(m if k else 0):  # none left: the planes' hits stand
-        dx, dy, dz = d[r, 0], d[r, 1], d[r, 2]
-        bt = min(best[r], t_max)
-        bp = -1
-        bk = -1
-        for c in range(k):
-            i = cand[c]
-            t, _, _, _ = _hit(kind[i], par[i], ox, oy, oz, dx, dy, dz, t_min, t_max)
-            if t < bt or (t == bt and t < np.inf and prio[i] > bp):
-                bt, bp, bk = t, prio[i], i
-        if bk >= 0:
-            t, n0, n1, n2 = _hit(kind[bk], par[bk], ox, oy, oz, dx, dy, dz, t_min, t_max)
-            if n0 * dx + n1 * dy + n2 * dz > 0:
-                n0, n1, n2 = -n0, -n1, -n2
-            best[r] = t
-            index[r] = obj[bk]
-            normal[r, 0], normal[r, 1], normal[r, 2] = n0, n1, n2
+                a, b = rr * width + c0, min(rr * width + c1, n)
+                if wide:
+                    _cast(o, d[a:b], t_min, t_max, best[a:b], index[a:b], normal[a:b], box,
+                          left, right, start, count, kind, obj, prio, par)  # fmt: skip
+                    continue
+                if k == 0:
+                    continue  # the planes' hits stand
+                for r in range(a, b):
+                    dx, dy, dz = d[r, 0], d[r, 1], d[r, 2]
+                    bt = min(best[r], t_max)
+                    bp = -1
+                    bk = -1
+                    for c in range(k):
+                        i = cand[c]
+                        t, _, _, _ = _hit(kind[i], par[i], ox, oy, oz, dx, dy, dz, t_min, t_max)
+                        if t < bt or (t == bt and t < np.inf and prio[i] > bp):
+                            bt, bp, bk = t, prio[i], i
+                    if bk >= 0:
+                        t, n0, n1, n2 = _hit(kind[bk], par[bk], ox, oy, oz, dx, dy, dz,
+                                             t_min, t_max)  # fmt: skip
+                        if n0 * dx + n1 * dy + n2 * dz > 0:
+                            n0, n1, n2 = -n0, -n1, -n2
+                        best[r] = t
+                        index[r] = obj[bk]
+                        normal[r, 0], normal[r, 1], normal[r, 2] = n0, n1, n2
 
 
 @njit(**_JIT)
@@ -399,28 +359,20 @@ def cast_planes(o, d, t_min, t_max, pn, pd, pobj, best, index, normal):
     fills best/index/normal (inf, -1, NaN where no plane is hit). o is (M, 3), M = 1 shared."""
     for r in range(len(d)):
         q = 0 if len(o) == 1 else r
-        best[r], index[r], normal[r, 0], normal[r, 1], normal[r, 2] = plane_hit(
-            o[q, 0], o[q, 1], o[q, 2], d[r, 0], d[r, 1], d[r, 2], t_min, t_max, pn, pd, pobj
-        )
-
-
-@njit(**_JIT, inline="always")
-def plane_hit(ox, oy, oz, dx, dy, dz, t_min, t_max, pn, pd, pobj):
-    """(t, object, normal facing the ray) of the nearest plane in [t_min, t_max] along one
-    ray; (inf, -1, NaN) where none is hit, ties to the first plane."""
-    bt, bk = np.inf, -1
-    n0 = n1 = n2 = np.nan
-    for j in range(len(pn)):
-        denom = dx * pn[j, 0] + dy * pn[j, 1] + dz * pn[j, 2]
-        if denom == 0:
-            continue
-        num = pd[j] - (ox * pn[j, 0] + oy * pn[j, 1] + oz * pn[j, 2])
-        t = num / denom
-        if t >= t_min and t <= t_max and t < bt:
-            s = -1.0 if denom > 0 else 1.0  # facing the ray
-            bt, bk = t, pobj[j]
-            n0, n1, n2 = s * pn[j, 0], s * pn[j, 1], s * pn[j, 2]
-    return bt, bk, n0, n1, n2
+        bt, bk = np.inf, -1
+        n0 = n1 = n2 = np.nan
+        for j in range(len(pn)):
+            denom = d[r, 0] * pn[j, 0] + d[r, 1] * pn[j, 1] + d[r, 2] * pn[j, 2]
+            if denom == 0:
+                continue
+            num = pd[j] - (o[q, 0] * pn[j, 0] + o[q, 1] * pn[j, 1] + o[q, 2] * pn[j, 2])
+            t = num / denom
+            if t >= t_min and t <= t_max and t < bt:
+                s = -1.0 if denom > 0 else 1.0  # facing the ray
+                bt, bk = t, pobj[j]
+                n0, n1, n2 = s * pn[j, 0], s * pn[j, 1], s * pn[j, 2]
+        best[r], index[r] = bt, bk
+        normal[r, 0], normal[r, 1], normal[r, 2] = n0, n1, n2
 
 
 class BVHCaster:
@@ -466,11 +418,6 @@ class BVHCaster:
 
     def __len__(self) -> int:
         return len(self.kind)
-
-    def arrays(self) -> tuple:
-        """The tree's and the primitives' arrays in the order the compiled casts take them."""
-        tr = self.tree
-        return (self._box, tr.left, tr.right, tr.start, tr.count, *self._prims)
 
     def cast(self, o, d, t_min, t_max, best, index, normal, width: int | None = None) -> None:
         """Nearer bounded hits replace (best, index, normal) in place; o is (3,) or (N, 3).

@@ -200,18 +200,6 @@ class Scene:
             self._cast_bounded(o, d, t_min, t_max, best, index, normal)
         return Hits(best, index, normal)
 
-    def compiled(self) -> tuple | None:
-        """(planes' normals, offsets, objects, then BVHCaster.arrays(): empty without bounded
-        objects) for a compiled caster outside this module (adapters/camera_cast.py); None
-        for the brute-force oracle."""
-        planes = (self._plane_n, self._plane_d, self._plane_index)
-        if self._bvh is not None:
-            return (*planes, *self._bvh.arrays())
-        if len(self._slot_index):
-            return None
-        i = np.empty(0, dtype=np.int64)
-        return (*planes, np.empty((0, 6)), i, i, i, i, i, i, i, np.empty((0, 18)))
-
     def ground_height(self, x: np.ndarray, y: np.ndarray, z_top: float = 1000.0) -> np.ndarray:
         """z of the first surface below (x, y, z_top), NaN where there is none.
 

@@ -122,29 +122,3 @@ def test_rolling_shutter_points_are_exact_at_their_own_time_and_deskewed(shutter
     assert np.allclose(s.ranges[0], expected, equal_nan=True, atol=1e-9)
     assert np.allclose(s.t_offset[0], dt, atol=1e-7)
     assert np.allclose(np.linalg.norm(s.directions, axis=-1), 1.0)
-
-
-def test_the_demo_camera_renders_in_one_pass_with_the_band_paths_bits() -> None:
-    """The default demo's camera (sensors_spec/rover.yaml on worlds/demo.yaml) takes the
-    one-pass frame (adapters/camera_cast.py); the band path gives the same image and depth."""
-    from pathlib import Path
-
-    from simconform.spec import load_spec
-    from simconform.trajectory import load_trajectory
-    from simconform.world import load_world
-
-    root = Path(__file__).resolve().parents[1]
-    world = load_world(root / "worlds" / "demo.yaml")
-    traj = load_trajectory(root / "worlds" / "demo.tum", world)
-    cam = load_spec(root / "sensors_spec" / "rover.yaml").sensors["camera"]
-    spec = Spec.model_validate({"name": "t", "sensors": {"camera": cam.model_dump()}})
-    fused, band = ReferenceBackend(), ReferenceBackend()
-    fused.open(world, spec)
-    band.open(world, spec)
-    assert fused.scene.compiled() is not None  # the demo goes the one-pass way
-    band.scene.compiled = lambda: None  # type: ignore[method-assign]
-    for t in np.linspace(traj.start_ns, traj.end_ns - 10**9, 6).astype(np.int64):
-        a, b = fused.capture("camera", int(t), traj), band.capture("camera", int(t), traj)
-        np.testing.assert_array_equal(a.image, b.image)
-        np.testing.assert_array_equal(a.depth, b.depth)
-        assert (a.image != a.image[0, 0]).any()  # a real picture, not one colour
