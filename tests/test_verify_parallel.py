@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from conftest import DEMO_SPEC
 from simconform import budget
 from simconform.errors import UserError
 from simconform.spec import load_spec
-from simconform.verify import parallel, verifier
+from simconform.verify import pairing, parallel, reading, verifier
 
 
 def _report(run: Path, parallel_on: bool, monkeypatch) -> dict:
@@ -102,3 +103,48 @@ def test_user_errors_cross_processes_whole() -> None:
     assert (back.file, back.field, back.value, back.allowed) == (
         err.file, err.field, err.value, err.allowed,
     )  # fmt: skip
+
+
+@pytest.mark.parametrize("damage", [None, "bag/bag.mcap"])
+def test_the_cameras_read_ahead_gives_the_same_report(
+    short_run: Path, tmp_path: Path, monkeypatch, damage: str | None
+) -> None:
+    """A camera's reader reads and deserializes in a thread ahead of its decoding and pairing
+    (verify/pairing.py _ahead): every verdict, value, interval, count and integrity finding is
+    that of reading in order in one thread, on the intact run and with a flipped byte in a
+    late chunk (the one-pass reader meets it mid-read and the bag is read again, checked)."""
+    run = tmp_path / "run"
+    shutil.copytree(short_run, run, ignore=shutil.ignore_patterns("report"))
+    if damage is not None:
+        path = run / damage
+        data = bytearray(path.read_bytes())
+        data[int(len(data) * 0.8)] ^= 0x10
+        path.write_bytes(bytes(data))
+    assert reading.READ_AHEAD > 0
+    ahead = _report(run, False, monkeypatch)
+    monkeypatch.setattr(reading, "READ_AHEAD", 0)
+    assert _report(run, False, monkeypatch) == ahead
+
+
+def test_read_ahead_keeps_order_raises_in_order_and_stops_its_thread() -> None:
+    def items(n: int, fail_at: int | None = None):
+        try:
+            for i in range(n):
+                if i == fail_at:
+                    raise OSError(f"bad {i}")
+                yield i
+        finally:
+            closed.append(n)
+
+    closed: list[int] = []
+    assert list(pairing._ahead(items(50), 3)) == list(range(50))
+    got = []
+    with pytest.raises(OSError, match="bad 7"):
+        for x in pairing._ahead(items(50, fail_at=7), 2):
+            got.append(x)
+    assert got == list(range(7))
+    stream = pairing._ahead(items(10_000), 4)
+    assert [next(stream) for _ in range(5)] == list(range(5))
+    stream.close()  # the caller stops early: the thread stops and closes its source
+    assert closed == [50, 50, 10_000]
+    assert not any(t.name == "simconform-read-ahead" for t in threading.enumerate())

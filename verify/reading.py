@@ -19,6 +19,8 @@ from simconform.verify.metrics import make_accumulator
 from simconform.verify.pairing import BagSummary, stream_pairs
 from simconform.world import Origin
 
+READ_AHEAD = 4  # messages a camera's reader decodes ahead (verify/pairing.py _ahead)
+
 
 def read_run(
     run_dir: Path,
@@ -79,7 +81,10 @@ def _judge(run_dir: Path, manifest: dict, spec: Spec, origin: Origin, level: flo
     decode = {n: type(a).decode for n, a in accs.items()}
     late = {n: round(tl.latency_max_ms(s.latency) * 1e6) for n, s in chosen.items()}
     summary = BagSummary()
-    pairs = stream_pairs(src, topics, decode, summary, found.excluded_at, late, found.undecodable)
+    ahead = READ_AHEAD if any(s.type == "camera" for s in chosen.values()) else 0
+    pairs = stream_pairs(
+        src, topics, decode, summary, found.excluded_at, late, found.undecodable, ahead
+    )
     total = sum(v for n, v in (manifest.get("captures") or {}).items() if n in chosen) or 1
     bar = progress_bar(total, progress, "verifying")
     try:
