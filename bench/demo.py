@@ -1,7 +1,8 @@
 """The default demo (`simconform run`, no input flags) end to end, with --jobs 1 and --jobs 2.
 
-Runs `simconform run --jobs J --out DIR` as a subprocess for each J, alternating (J1, J2, J1,
-J2, ...) so that a shared machine's load falls on both alike, and prints per run: wall seconds
+Runs `simconform run --jobs J --out DIR` (the interpreter's `simconform` script) as a
+subprocess for each J, alternating (J1, J2, J1, J2, ...) so that a shared machine's load falls
+on both alike, and prints per run: wall seconds
 of the whole command (recording + verification), the recording's wall (run.json wall_s), the
 CPU seconds of every process of the run (the CLI and its capture workers, read from /proc
 while they live), the real-time factor (simulated seconds / wall seconds) and the verdict;
@@ -50,13 +51,17 @@ def _session_cpu(sid: int, seen: dict[int, float]) -> None:
 
 def run_once(jobs: int, duration: float | None, out: Path, python: str = sys.executable) -> dict:
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [python, "-m", "simconform.cli", "run", "--out", str(out), "--jobs", str(jobs)]
+    # the `simconform` command of that interpreter's install, as users run it (its first
+    # step starts the capture workers' fork server: simconform/launch.py)
+    script = Path(python).parent / "simconform"
+    entry = [str(script)] if script.exists() else [python, "-m", "simconform.cli"]
+    cmd = [*entry, "run", "--out", str(out), "--jobs", str(jobs)]
     cmd += ["--no-progress", "--quiet"] + (
         [] if duration is None else ["--duration", f"{duration}"]
     )
     t0 = time.monotonic()
-    # outside any checkout: `-m` puts the working folder first on sys.path, where a checkout's
-    # simconform/ would shadow the interpreter's own install
+    # outside any checkout: `-m` (no script) puts the working folder first on sys.path, where
+    # a checkout's simconform/ would shadow the interpreter's own install
     proc = subprocess.Popen(cmd, start_new_session=True, cwd=out.parent)
     seen: dict[int, float] = {}
     while proc.poll() is None:

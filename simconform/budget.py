@@ -36,6 +36,7 @@ from pathlib import Path
 
 from simconform.bag.cloud import LAYOUTS
 from simconform.errors import UserError
+from simconform.lifeline import usable_cpus
 from simconform.pipeline.schedule import expected_count
 from simconform.spec import CameraSpec, LidarSpec, Spec
 
@@ -126,14 +127,6 @@ def truth_bytes(s) -> int:
     if isinstance(s, CameraSpec):
         return (CAMERA_TRUTH + (CAMERA_DEPTH if s.depth else 0)) * rays(s)
     return 0
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may use: its affinity mask where the system has one (not cgroup
-    CPU quotas), else the machine's count."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def offloaded(spec: Spec, captures: dict[str, int]) -> tuple[str, ...]:

@@ -10,7 +10,8 @@
   it removes the worker's scratch folders and kills the worker.
 - `worker_context()`, `become_worker(owner)`: the start method of a run's worker pools (a fork
   server) and the set-up each worker makes first (dies with its owner, leaves Ctrl-C to it,
-  BLAS on one thread).
+  BLAS on one thread); `start_fork_server(preload)` starts that server ahead of its first
+  pool (simconform/launch.py); `usable_cpus()`.
 - `end_pool(pool, kill)`: shut a ProcessPoolExecutor down; with `kill` (its owner stopped or
   failed) end its workers first, so none busy with (or stuck in) a task outlives the owner.
 - `watch_process(pid)`: the same watchdog for a process that is not our parent (a Ray task
@@ -174,6 +175,28 @@ COMMON_PRELOAD = ("simconform.cli", "simconform.verify.reading", "simconform.ver
 """What any pool's worker imports: the command (each worker runs the main module again, and
 for `simconform` that imports the CLI) and verify's reading, which a run's verification
 needs after its capture pool."""
+CAPTURE_PRELOAD = ("simconform.prefetch", "simconform.pipeline.chain")
+"""A run's capture workers (simconform/prefetch.py), with the reference backend's module."""
+VERIFY_PRELOAD = ("simconform.verify.parallel",)
+"""verify's camera reader (verify/parallel.py)."""
+
+
+def start_fork_server(preload: tuple[str, ...]) -> None:
+    """Start worker_context(preload)'s fork server now instead of at its first pool's first
+    worker, so that it imports its modules while this process does other work
+    (simconform/launch.py)."""
+    if worker_context(preload).get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may use: its affinity mask where the system has one (not cgroup
+    CPU quotas), else the machine's count."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def become_worker(owner: int | None) -> None:

@@ -23,7 +23,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 import numpy as np
 
 from simconform import slots
-from simconform.lifeline import become_worker, end_pool, worker_context
+from simconform.lifeline import CAPTURE_PRELOAD, become_worker, end_pool, worker_context
 
 _backend = None
 _trajectory = None
@@ -138,8 +138,7 @@ def _preload(backend: str, entry: str) -> tuple[str, ...]:
     """What the fork server imports for the capture workers: this module, the pipeline and
     the reference backend (MuJoCo's and Gazebo's modules are left to each worker: an engine
     is never loaded where a fork could copy it)."""
-    mods = ("simconform.prefetch", "simconform.pipeline.chain")
-    return (*mods, entry.split(":")[0]) if backend == "reference" else mods
+    return (*CAPTURE_PRELOAD, entry.split(":")[0]) if backend == "reference" else CAPTURE_PRELOAD
 
 
 def _ring_for(spec) -> slots.Ring:

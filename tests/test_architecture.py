@@ -71,7 +71,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("downstream", ("simconform.downstream.**",)),
     ("export", ("simconform.export.**",)),
     ("campaign", ("simconform.campaign.**",)),
-    ("cli", ("simconform.cli.**",)),
+    ("cli", ("simconform.cli.**", "simconform.launch", "simconform.__main__")),
 ]
 
 

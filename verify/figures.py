@@ -21,8 +21,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from simconform.budget import usable_cpus
-from simconform.lifeline import die_with_parent
+from simconform.lifeline import die_with_parent, usable_cpus
 
 Figure = tuple[Callable[..., Path | None], tuple, float]  # function, its arguments, its weight
 

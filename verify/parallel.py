@@ -20,7 +20,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from simconform.budget import offloaded
-from simconform.lifeline import become_worker, end_pool, worker_context
+from simconform.lifeline import VERIFY_PRELOAD, become_worker, end_pool, worker_context
 from simconform.spec import Spec
 from simconform.verify.reading import read_run
 from simconform.world import Origin
@@ -49,7 +49,7 @@ def read_parallel(
     rest = tuple(n for n in spec.sensors if n not in cams)
     pool = ProcessPoolExecutor(
         max_workers=1,
-        mp_context=worker_context(("simconform.verify.parallel",)),
+        mp_context=worker_context(VERIFY_PRELOAD),
         initializer=become_worker,
         initargs=(os.getpid(),),
     )

@@ -185,7 +185,7 @@ def default_jobs() -> int:
     5-7.5 it was the other way, 162 s against 117 s, as the main process then gets less CPU:
     pass --jobs 1 on a busy machine). On one CPU the run stays in-process (0). The affinity
     mask is read, not cgroup CPU quotas."""
-    from simconform.budget import usable_cpus
+    from simconform.lifeline import usable_cpus
 
     cpus = usable_cpus()
     return 0 if cpus <= 1 else min(cpus, 4)

@@ -1,0 +1,5 @@
+"""`python -m simconform`: the `simconform` command (simconform/launch.py)."""
+
+from simconform.launch import main
+
+main()

@@ -1,0 +1,62 @@
+"""The `simconform` command's first step, taken before its modules load (1.3 s of imports on
+the 2-core host).
+
+A command that will start worker processes (a run's capture workers, verify's camera reader)
+starts their fork server here. The server imports the workers' modules itself before it
+forks the first worker (1.6 s there): started here, it does so while this process imports
+its own, on the other core, instead of afterwards while this process waits for its first
+worker with one core idle (2026-12-06: the demo's first capture was submitted at 1.8 s and
+waited until 3.4 s). The guess is made from the arguments alone; a wrong one costs only the
+server's imports on a core the command would not use (a run whose spec has no lidar or
+camera), or the time it saves. `python -m simconform.cli` skips this step.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from simconform.lifeline import (
+    CAPTURE_PRELOAD,
+    VERIFY_PRELOAD,
+    start_fork_server,
+    usable_cpus,
+)
+
+_NEVER = {"--help", "-h", "--dry-run"}
+
+
+def main() -> None:
+    preload = early_preload(sys.argv[1:])
+    if preload is not None:
+        start_fork_server(preload)
+    from simconform.cli import main as cli_main
+
+    cli_main()
+
+
+def early_preload(argv: list[str]) -> tuple[str, ...] | None:
+    """The preload of the fork server that the command `argv` will use, None where it will
+    start no worker: the same list as the pool itself would give (simconform/prefetch.py,
+    verify/parallel.py), so that the server is the one the pool would have started."""
+    if not argv or _NEVER & set(argv) or usable_cpus() < 2:
+        return None
+    if argv[0] == "verify":
+        return VERIFY_PRELOAD
+    if argv[0] != "run" or _flag(argv, "--jobs") == "0":
+        return None
+    if _flag(argv, "--backend") not in (None, "reference"):
+        return None  # other engines load their modules in each worker (prefetch._preload)
+    from simconform.registry import BACKENDS
+
+    return (*CAPTURE_PRELOAD, BACKENDS["reference"].split(":")[0])
+
+
+def _flag(argv: list[str], name: str) -> str | None:
+    """The value given to `name` (`--name V` or `--name=V`; the last one), None if absent."""
+    value = None
+    for i, arg in enumerate(argv):
+        if arg == name and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith(name + "="):
+            value = arg[len(name) + 1 :]
+    return value
