@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import t as student_t
 
+from simconform.verify.plots import save_png
+
 FILE = Path("localization") / "localization.json"
 
 
@@ -139,7 +141,6 @@ def plot(path: Path, rows: list[dict]) -> Path | None:
     )
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    save_png(fig, path, 90)
     plt.close(fig)
     return path

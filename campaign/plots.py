@@ -14,6 +14,7 @@ import numpy as np
 from scipy.stats import norm
 
 from simconform.campaign.summary import covers, standardized_miss
+from simconform.verify.plots import save_png
 
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf")
 
@@ -38,8 +39,7 @@ def _grid(n: int, cols: int = 3, w: float = 4.0, h: float = 3.0):
 
 
 def _save(plt, fig, path: Path) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    save_png(fig, path, 90)
     plt.close(fig)
     return path
 

@@ -10,6 +10,7 @@ import numpy as np
 from simconform.downstream.evaluate import Evaluation
 from simconform.frames import Pose
 from simconform.outdir import claim, io_error, update
+from simconform.verify.plots import save_png
 
 FILES = ("localization.json", "localization.md", "trajectory.png", "ape_over_time.png")
 
@@ -75,15 +76,13 @@ def plots(out: Path, ev: Evaluation, est: Pose, truth: Pose, t_ns: np.ndarray) -
     ax.plot(placed.t[:, 0], placed.t[:, 1], "C1--", label="odometry")
     ax.set(xlabel="x (m, map)", ylabel="y (m, map)", title="Trajectory", aspect="equal")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "trajectory.png", dpi=110)
+    save_png(fig, out / "trajectory.png", 110)
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(7, 3.5))
     ax.plot((t_ns - t_ns[0]) / 1e9, ev.ape_m, "C0-")
     ax.set(xlabel="time since first sweep (s)", ylabel="APE (m)", title="Position error")
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(out / "ape_over_time.png", dpi=110)
+    save_png(fig, out / "ape_over_time.png", 110)
     plt.close(fig)
 
 

@@ -21,6 +21,16 @@ def _plt():
     return plt
 
 
+def save_png(fig, path: Path, dpi: int, rect: tuple | None = None) -> None:
+    """tight_layout, then savefig. tight_layout leaves a placeholder layout engine on the
+    figure, and with any engine set savefig draws the whole figure once more before drawing it
+    into the file; it is dropped first: the same PNG bytes (the demo report's eight figures),
+    10-13 % less CPU a report (3.0 against 2.6-2.7 CPU-s, one process, 2026-12-06)."""
+    fig.tight_layout(rect=rect)
+    fig.set_layout_engine(None)  # None with matplotlib's default rcParams: no engine at all
+    fig.savefig(path, dpi=dpi)
+
+
 def axis_limits(e: np.ndarray, centre: float, sigma: float) -> tuple[float, float]:
     """0.5 to 99.5 percentile of the errors, widened to the predicted centre +- 4 sigma: a few
     outliers do not squash the histogram, and the predicted curve is always seen whole."""
@@ -116,8 +126,7 @@ def histogram(path: Path, sensor: str, fields: dict[str, dict]) -> Path:
         hist_axis(ax, name, f, f"{sensor}: {name} error{note}", rng)
     for ax in list(axes.flat)[n:]:
         ax.axis("off")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    save_png(fig, path, 90)
     plt.close(fig)
     return path
 
@@ -160,8 +169,7 @@ def interval_chart(path: Path, items: list, xlabel: str, title: str) -> Path | N
     ax.invert_yaxis()
     ax.set_xlabel(xlabel)
     ax.set_title(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    save_png(fig, path, 90)
     plt.close(fig)
     return path
 
@@ -220,8 +228,7 @@ def triptych(path: Path, sensor: str, images: dict[str, np.ndarray]) -> Path:
     fig.colorbar(im, ax=axes[2], fraction=0.035, label="levels (0-255)")
     for ax in axes:
         ax.axis("off")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    save_png(fig, path, 90)
     plt.close(fig)
     return path
 

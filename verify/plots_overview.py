@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simconform.verify.plots import VERDICT_COLOUR, _plt, hist_axis
+from simconform.verify.plots import VERDICT_COLOUR, _plt, hist_axis, save_png
 from simconform.verify.report import SYMBOL
 from simconform.verify.summary import sensor_verdict
 
@@ -97,7 +97,6 @@ def overview(path: Path, report: dict, samples: dict[str, dict]) -> Path:
         sv = sensor_verdict(report["summary"]["counts"]["per_sensor"].get(sensor, {}))
         hist_axis(ax, name, f, f"{sensor}: {name} error ({SYMBOL[sv]})", rng)
         ax.title.set_color(COLOUR[sv])
-    fig.tight_layout(rect=(0, 0, 1, 0.96))
-    fig.savefig(path, dpi=80)
+    save_png(fig, path, 80, rect=(0, 0, 1, 0.96))
     plt.close(fig)
     return path

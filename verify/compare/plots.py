@@ -23,6 +23,7 @@ from simconform.verify.plots import (
     per_unit,
     predicted,
     ray_map_figure,
+    save_png,
 )
 from simconform.verify.report import fmt
 
@@ -50,8 +51,7 @@ def lidar_plot(path: Path, sensor: str, diff) -> Path | None:
         ax.text(0.5, 0.5, "no ray hit in both runs", ha="center", transform=ax.transAxes)
     ax.set_xlabel("range B - A (mm), rays where both hit")
     ax.set_title("range difference")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    save_png(fig, path, 90)
     plt.close(fig)
     return path
 
@@ -74,8 +74,7 @@ def camera_plot(path: Path, sensor: str, diff) -> Path | None:
     fig.colorbar(im, ax=axes[2], fraction=0.035, label="levels (0-255)")
     for ax in axes:
         ax.axis("off")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    save_png(fig, path, 90)
     plt.close(fig)
     return path
 
@@ -126,8 +125,7 @@ def published_plot(path: Path, sensor: str, fields: dict, metrics: dict) -> Path
         ax.legend(fontsize=7)
     for ax in list(axes.flat)[n:]:
         ax.axis("off")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    save_png(fig, path, 90)
     plt.close(fig)
     return path
 

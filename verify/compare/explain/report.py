@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from simconform.verify.plots import _plt, ray_map_figure
+from simconform.verify.plots import _plt, ray_map_figure, save_png
 from simconform.verify.report import fmt
 
 EXPLAIN_LABELS = {
@@ -102,7 +102,6 @@ def explained_plot(path: Path, sensor: str, ex, report: dict) -> Path | None:
     ax.invert_yaxis()
     ax.set_xlabel("share of all rays (log)")
     ax.set_title(f"classes ({report['rays']} rays)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    save_png(fig, path, 90)
     plt.close(fig)
     return path
