@@ -23,6 +23,7 @@ Times are kept as integer nanoseconds, parsed exactly from the decimal text.
 
 from __future__ import annotations
 
+import math
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -155,7 +156,7 @@ def _parse(path: Path) -> tuple[list[int], list[list[float]], list[int]]:
             vals = [float(p) for p in parts[1:]]
         except (InvalidOperation, ValueError):
             raise UserError(path, f"line {lineno}", raw.strip(), "expected numbers") from None
-        if not (t.is_finite() and np.all(np.isfinite(vals))):
+        if not (t.is_finite() and all(map(math.isfinite, vals))):
             raise UserError(path, f"line {lineno}", raw.strip(), "expected finite numbers")
         if not 0 <= t < MAX_STAMP_S:
             raise UserError(
@@ -164,7 +165,7 @@ def _parse(path: Path) -> tuple[list[int], list[list[float]], list[int]]:
                 parts[0],
                 f"expected seconds in [0, {MAX_STAMP_S}) (a ROS 2 stamp's int32 seconds)",
             )
-        if np.max(np.abs(vals[:3])) > MAX_COORD_M:
+        if max(map(abs, vals[:3])) > MAX_COORD_M:
             raise UserError(
                 path, f"line {lineno}", raw.strip(), f"expected |x|, |y|, |z| <= {MAX_COORD_M:g} m"
             )
