@@ -175,9 +175,10 @@ COMMON_PRELOAD = ("simconform.cli", "simconform.verify.reading", "simconform.ver
 """What any pool's worker imports: the command (each worker runs the main module again, and
 for `simconform` that imports the CLI) and verify's reading, which a run's verification
 needs after its capture pool."""
-CAPTURE_PRELOAD = ("simconform.prefetch", "simconform.pipeline.chain")
-"""A run's capture workers (simconform/prefetch.py), with the reference backend's module."""
-VERIFY_PRELOAD = ("simconform.verify.parallel",)
+CAPTURE_PRELOAD = ("simconform.prefetch", "simconform.pipeline.chain", "simconform.jitwarm")
+"""A run's capture workers (simconform/prefetch.py), with the reference backend's module;
+numba's target readied once in the server (simconform/jitwarm.py)."""
+VERIFY_PRELOAD = ("simconform.verify.parallel", "simconform.jitwarm")
 """verify's camera reader (verify/parallel.py)."""
 
 

@@ -46,6 +46,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "simconform.outlock",
             "simconform.ownership",
             "simconform.lifeline",
+            "simconform.jitwarm",
             "simconform.progress",
         ),
     ),
