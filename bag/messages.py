@@ -77,22 +77,62 @@ def _point(v):
     return T["geometry_msgs/msg/Point"](x=float(v[0]), y=float(v[1]), z=float(v[2]))
 
 
+_SIZES = {1: "i1", 2: "u1", 3: "i2", 4: "u2", 5: "i4", 6: "u4", 7: "f4", 8: "f8"}
+
+
 def cloud_arrays(msg) -> dict[str, np.ndarray]:
     """Fields of an organized or unorganized PointCloud2 as float64/uint arrays (height, width)."""
-    names = [f.name for f in msg.fields]
-    for required in ("x", "y", "z"):
-        if required not in names:
-            raise ValueError(f"PointCloud2 has no '{required}' field (fields: {names})")
-    sizes = {1: "i1", 2: "u1", 3: "i2", 4: "u2", 5: "i4", 6: "u4", 7: "f4", 8: "f8"}
+    raw, names = _cloud_checked(msg)
     end = ">" if msg.is_bigendian else "<"
     dtype = np.dtype(
         {
             "names": names,
-            "formats": [end + sizes[f.datatype] for f in msg.fields],
+            "formats": [end + _SIZES[f.datatype] for f in msg.fields],
             "offsets": [f.offset for f in msg.fields],
             "itemsize": msg.point_step,
         }
     )
+    # the points in place (rows row_step apart), copied once: fields are writable arrays
+    h, w = msg.height, msg.width
+    arr = np.ndarray((h, w), dtype=dtype, buffer=raw, strides=(msg.row_step, msg.point_step))
+    arr = arr.copy()
+    return {n: arr[n] for n in names}
+
+
+def cloud_xyz(msg) -> np.ndarray:
+    """x, y, z of a PointCloud2 as one (height, width, 3) array: np.stack of cloud_arrays' x,
+    y and z. Where they are three consecutive float32 (every cloud simconform writes, and most
+    drivers'), read straight out of the message in one copy, not three (the lidar verifier's
+    decode: 0.07 against 0.20 ms a demo sweep, each sweep decoded twice: truth and published)."""
+    raw, _names = _cloud_checked(msg)
+    f = {x.name: x for x in msg.fields}
+    x, y, z = f["x"], f["y"], f["z"]
+    consecutive = y.offset == x.offset + 4 and z.offset == x.offset + 8
+    if (
+        (x.datatype, y.datatype, z.datatype) != (7, 7, 7)
+        or not consecutive
+        or x.offset + 12 > msg.point_step  # a malformed layout: cloud_arrays says why
+        or msg.height * msg.width == 0
+    ):
+        a = cloud_arrays(msg)
+        return np.stack([a["x"], a["y"], a["z"]], axis=-1)
+    end = ">" if msg.is_bigendian else "<"
+    view = np.ndarray(
+        (msg.height, msg.width, 3),
+        dtype=end + "f4",
+        buffer=raw,
+        offset=x.offset,
+        strides=(msg.row_step, msg.point_step, 4),
+    )
+    return view.astype(np.float32)  # a native, contiguous copy
+
+
+def _cloud_checked(msg) -> tuple[np.ndarray, list[str]]:
+    """The cloud's bytes and field names, once x, y, z and the size are checked."""
+    names = [f.name for f in msg.fields]
+    for required in ("x", "y", "z"):
+        if required not in names:
+            raise ValueError(f"PointCloud2 has no '{required}' field (fields: {names})")
     raw = np.asarray(msg.data, dtype=np.uint8)
     h, w = msg.height, msg.width
     if h and w and (h - 1) * msg.row_step + w * msg.point_step > raw.size:
@@ -100,10 +140,7 @@ def cloud_arrays(msg) -> dict[str, np.ndarray]:
             f"PointCloud2 data holds {raw.size} bytes, {h} rows of {w} points need "
             f"{(h - 1) * msg.row_step + w * msg.point_step}"
         )
-    # the points in place (rows row_step apart), copied once: fields are writable arrays
-    arr = np.ndarray((h, w), dtype=dtype, buffer=raw, strides=(msg.row_step, msg.point_step))
-    arr = arr.copy()
-    return {n: arr[n] for n in names}
+    return raw, names
 
 
 def imu(s: ImuTruth, stamp: int, frame_id: str, accel_var, gyro_var, with_orientation: bool):

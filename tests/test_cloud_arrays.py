@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simconform.bag.messages import T, cloud_arrays
+from simconform.bag.messages import T, cloud_arrays, cloud_xyz
 
 _FORMATS = {7: "f4", 8: "f8", 2: "u1", 4: "u2", 6: "u4"}
 
@@ -70,3 +70,39 @@ def test_short_data_is_a_clear_error() -> None:
     msg = _msg([("x", 0, 7), ("y", 4, 7), ("z", 8, 7)], 12, 120, 2, 10, bytes(200), False)
     with pytest.raises(ValueError, match="2 rows of 10 points need 240"):
         cloud_arrays(msg)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    lead=st.sampled_from([0, 4, 16]),
+    xyz_type=st.sampled_from([7, 7, 8]),
+    gap=st.integers(0, 5),
+    pad=st.integers(0, 40),
+    h=st.integers(0, 5),
+    w=st.integers(0, 30),
+    big=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_cloud_xyz_is_the_stack_of_x_y_z(lead, xyz_type, gap, pad, h, w, big, seed) -> None:
+    """cloud_xyz reads three consecutive float32 in one strided copy (gap 0), anything else
+    through cloud_arrays: always np.stack of x, y, z, NaN payloads and byte order included."""
+    size = int(_FORMATS[xyz_type][1])
+    fields = [("intensity", 0, 7)] if lead else []
+    fields += [(n, lead + i * (size + gap), xyz_type) for i, n in enumerate("xyz")]
+    point_step = lead + 3 * (size + gap) + 4
+    row_step = w * point_step + pad
+    data = np.random.default_rng(seed).integers(0, 256, h * row_step, dtype=np.uint8).tobytes()
+    msg = _msg(fields, point_step, row_step, h, w, data, big)
+    a = cloud_arrays(msg)
+    want = np.stack([a["x"], a["y"], a["z"]], axis=-1)
+    got = cloud_xyz(msg)
+    assert got.shape == want.shape == (h, w, 3) and got.dtype.kind == "f"
+    assert got.dtype.itemsize == want.dtype.itemsize and got.flags.c_contiguous
+    assert np.array_equal(got.astype(want.dtype).view(np.uint8), want.view(np.uint8))
+    assert got.dtype.isnative
+
+
+def test_cloud_xyz_of_short_data_is_the_same_clear_error() -> None:
+    msg = _msg([("x", 0, 7), ("y", 4, 7), ("z", 8, 7)], 12, 120, 2, 10, bytes(200), False)
+    with pytest.raises(ValueError, match="2 rows of 10 points need 240"):
+        cloud_xyz(msg)

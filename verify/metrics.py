@@ -8,7 +8,7 @@ import itertools
 
 import numpy as np
 
-from simconform.bag.messages import cloud_arrays, odom_pose
+from simconform.bag.messages import cloud_xyz, odom_pose
 from simconform.pipeline.noise import se2_increment
 from simconform.spec import CameraSpec, GnssSpec, ImuSpec, LidarSpec, OdomSpec
 from simconform.verify import robust, stats
@@ -76,8 +76,7 @@ class LidarAccumulator(Accumulator):
 
     @staticmethod
     def decode(msg) -> np.ndarray:
-        f = cloud_arrays(msg)
-        return np.stack([f["x"], f["y"], f["z"]], axis=-1)
+        return cloud_xyz(msg)
 
     def add_pair(self, pair: Pair) -> None:
         truth, pub = pair.truth, pair.published
