@@ -86,7 +86,7 @@ def measure(folder: Path, spec: dict | None, duration: float | None, jobs: int |
         args += ["--duration", str(duration)]
     t0 = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "simconform.cli", *args],
+        [sys.executable, "-m", "simconform", *args],  # the `simconform` command's entry
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
