@@ -8,6 +8,10 @@ with that done instead of paying it on the run's startup path.
 
 from __future__ import annotations
 
-from numba.core.registry import cpu_target
+import contextlib
 
-cpu_target.target_context.refresh()
+# a step that only saves time: if numba refuses it here, each worker does it as before
+with contextlib.suppress(Exception):
+    from numba.core.registry import cpu_target
+
+    cpu_target.target_context.refresh()
