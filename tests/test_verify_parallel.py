@@ -148,3 +148,27 @@ def test_read_ahead_keeps_order_raises_in_order_and_stops_its_thread() -> None:
     stream.close()  # the caller stops early: the thread stops and closes its source
     assert closed == [50, 50, 10_000]
     assert not any(t.name == "simconform-read-ahead" for t in threading.enumerate())
+
+
+def test_an_error_while_judging_stops_the_read_ahead_before_the_bag_closes(
+    short_run: Path, monkeypatch
+) -> None:
+    """A camera frame that fails its check ends the reading with a UserError; the read-ahead
+    thread has stopped by then (the bag is closed right after), not when the error is freed."""
+    from simconform.verify import camera
+
+    seen = []
+
+    def add(self, item) -> None:
+        seen.append(item.stamp_ns)
+        if len(seen) >= 3:  # the one-pass reading raises, then the checked one again
+            raise ValueError("a bad frame")
+
+    monkeypatch.setattr(camera.CameraAccumulator, "add", add)
+    manifest = verifier.load_manifest(short_run)
+    spec = verifier.Spec.model_validate(manifest["spec_content"])
+    origin = verifier.Origin.model_validate(manifest["world_content"]["origin"])
+    with pytest.raises(UserError, match="a bad frame") as err:
+        reading.read_run(short_run, manifest, spec, origin, 0.95, False, ("camera",))
+    assert not any(t.name == "simconform-read-ahead" for t in threading.enumerate())
+    assert err.value.field == "/camera/image/compressed" and len(seen) == 4

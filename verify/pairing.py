@@ -15,6 +15,7 @@ stamp + the sensor's largest latency); `BagSummary.excluded` counts them per sen
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from collections.abc import Callable, Generator, Iterator
@@ -93,51 +94,54 @@ def stream_pairs(
             f"expected the topic in the bag (has: {', '.join(sorted(present))})",
         )
     read = _deserialized(src, wanted)
-    for topic, log_ns, msg, damage in _ahead(read, ahead) if ahead else read:
-        summary.messages += 1
-        summary.readable_until_ns = log_ns
-        sensor, truth = role[topic]
-        if damage is None:
-            try:
-                st = stamp_ns(msg.header)
-                value = decode[sensor](msg)
-            except Exception as exc:  # rosbags and numpy raise many types for damaged bytes
-                damage = exc
-        if damage is not None:
-            if on_damage is None:
-                raise damage
-            on_damage(topic, log_ns, f"{type(damage).__name__}: {damage}")
-            continue
-        if truth:
-            pending[sensor][st] = value
-            if log_ns - checked.get(sensor, 0) > HOLD_CHECK_NS:
-                checked[sensor] = log_ns
-                yield from _release_old(sensor, pending, released, log_ns, late, gap, summary)
-        elif st in pending[sensor]:
-            item = Pair(st, log_ns, pending[sensor].pop(st), value)
-            if gap(st, st):
+    # closed on leaving (an error, or the caller closing this generator: verify/reading.py),
+    # not when the error is freed: the read-ahead thread stops before the bag is closed
+    with contextlib.closing(_ahead(read, ahead) if ahead else read) as stream:
+        for topic, log_ns, msg, damage in stream:
+            summary.messages += 1
+            summary.readable_until_ns = log_ns
+            sensor, truth = role[topic]
+            if damage is None:
+                try:
+                    st = stamp_ns(msg.header)
+                    value = decode[sensor](msg)
+                except Exception as exc:  # rosbags and numpy raise many types for damaged bytes
+                    damage = exc
+            if damage is not None:
+                if on_damage is None:
+                    raise damage
+                on_damage(topic, log_ns, f"{type(damage).__name__}: {damage}")
+                continue
+            if truth:
+                pending[sensor][st] = value
+                if log_ns - checked.get(sensor, 0) > HOLD_CHECK_NS:
+                    checked[sensor] = log_ns
+                    yield from _release_old(sensor, pending, released, log_ns, late, gap, summary)
+            elif st in pending[sensor]:
+                item = Pair(st, log_ns, pending[sensor].pop(st), value)
+                if gap(st, st):
+                    summary.excluded[sensor] += 1
+                else:
+                    yield sensor, item
+            elif gap(st, st):  # its truth was lost with a damaged chunk
                 summary.excluded[sensor] += 1
+            elif st in released[sensor]:
+                raise UserError(
+                    src.path,
+                    topic,
+                    st,
+                    f"published {(log_ns - st) / 1e9:.3g} s after its capture: more than "
+                    f"{HOLD_SLACK_NS / 1e9:g} s beyond the spec's largest latency, the longest a "
+                    "truth sample is held for its published copy",
+                )
             else:
-                yield sensor, item
-        elif gap(st, st):  # its truth was lost with a damaged chunk
-            summary.excluded[sensor] += 1
-        elif st in released[sensor]:
-            raise UserError(
-                src.path,
-                topic,
-                st,
-                f"published {(log_ns - st) / 1e9:.3g} s after its capture: more than "
-                f"{HOLD_SLACK_NS / 1e9:g} s beyond the spec's largest latency, the longest a "
-                "truth sample is held for its published copy",
-            )
-        else:
-            raise UserError(
-                src.path,
-                topic,
-                st,
-                "published sample has no truth sample with "
-                "the same header.stamp (expected one per capture)",
-            )
+                raise UserError(
+                    src.path,
+                    topic,
+                    st,
+                    "published sample has no truth sample with "
+                    "the same header.stamp (expected one per capture)",
+                )
     summary.truncated = src.stop_reason
     for sensor, left in pending.items():
         for st in sorted(left):

@@ -19,7 +19,7 @@ from simconform.verify.metrics import make_accumulator
 from simconform.verify.pairing import BagSummary, stream_pairs
 from simconform.world import Origin
 
-READ_AHEAD = 4  # messages a camera's reader decodes ahead (verify/pairing.py _ahead)
+READ_AHEAD = 4  # messages a camera's reader reads ahead of its decoding (verify/pairing.py _ahead)
 
 
 def read_run(
@@ -101,6 +101,7 @@ def _judge(run_dir: Path, manifest: dict, spec: Spec, origin: Origin, level: flo
                     str(exc),
                 ) from None
     finally:
+        pairs.close()  # now, not when an error is freed: its read-ahead thread stops first
         if bar is not None:
             bar.close()
     return found, accs, summary
