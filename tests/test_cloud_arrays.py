@@ -34,15 +34,17 @@ def _row_by_row(msg, dtype):
     return np.stack(rows) if rows else np.zeros((0, msg.width), dtype)
 
 
+# row padding, byte order and the bytes' seed, for both readers' tests
+_ROWS = {"pad": st.integers(0, 40), "big": st.booleans(), "seed": st.integers(0, 2**32 - 1)}
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     extra=st.lists(st.sampled_from(sorted(_FORMATS)), max_size=3),
     gap=st.integers(0, 9),
-    pad=st.integers(0, 40),
     h=st.integers(1, 5),
     w=st.integers(1, 30),
-    big=st.booleans(),
-    seed=st.integers(0, 2**32 - 1),
+    **_ROWS,
 )
 def test_in_place_reading_equals_row_by_row(extra, gap, pad, h, w, big, seed) -> None:
     fields, off = [], 0
@@ -77,11 +79,9 @@ def test_short_data_is_a_clear_error() -> None:
     lead=st.sampled_from([0, 4, 16]),
     xyz_type=st.sampled_from([7, 7, 8]),
     gap=st.integers(0, 5),
-    pad=st.integers(0, 40),
     h=st.integers(0, 5),
     w=st.integers(0, 30),
-    big=st.booleans(),
-    seed=st.integers(0, 2**32 - 1),
+    **_ROWS,
 )
 def test_cloud_xyz_is_the_stack_of_x_y_z(lead, xyz_type, gap, pad, h, w, big, seed) -> None:
     """cloud_xyz reads three consecutive float32 in one strided copy (gap 0), anything else
