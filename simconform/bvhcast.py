@@ -284,10 +284,15 @@ def _cast_tiles(o, d, width, t_min, t_max, best, index, normal, box, left, right
             cos_a = 1.0
             if m > 0:
                 ax, ay, az = ax / m, ay / m, az / m
+                # the cone's half angle from the least d.a and the longest d: cos_a is then at
+                # most every ray's own cosine (a wider cone, still conservative), with no
+                # square root or division per ray (4 % of a demo frame); <= 0: a hemisphere
+                lo, big = np.inf, 0.0
                 for rr in range(r0, r1):
                     for i in range(rr * width + c0, min(rr * width + c1, n)):
-                        di = np.sqrt(d[i, 0] * d[i, 0] + d[i, 1] * d[i, 1] + d[i, 2] * d[i, 2])
-                        cos_a = min(cos_a, (d[i, 0] * ax + d[i, 1] * ay + d[i, 2] * az) / di)
+                        lo = min(lo, d[i, 0] * ax + d[i, 1] * ay + d[i, 2] * az)
+                        big = max(big, d[i, 0] * d[i, 0] + d[i, 1] * d[i, 1] + d[i, 2] * d[i, 2])
+                cos_a = min(1.0, lo / np.sqrt(big)) if lo > 0 else lo
             k = 0
             wide = not (m > 0 and cos_a > 0.0)  # the rays span a hemisphere or more
             if not wide:
