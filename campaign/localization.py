@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import t as student_t
 
-from simconform.verify.plots import save_png
+from simconform.verify.plots import _plt, save_png
 
 FILE = Path("localization") / "localization.json"
 
@@ -112,10 +112,7 @@ def markdown(rows: list[dict], level: float) -> list[str]:
 def plot(path: Path, rows: list[dict]) -> Path | None:
     if not rows:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _plt()
 
     fig, ax = plt.subplots(figsize=(6.5, 4))
     series: dict[tuple, list[dict]] = {}

@@ -14,18 +14,9 @@ import numpy as np
 from scipy.stats import norm
 
 from simconform.campaign.summary import covers, standardized_miss
-from simconform.verify.plots import save_png
+from simconform.verify.plots import _plt, save_png
 
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf")
-
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def _grid(n: int, cols: int = 3, w: float = 4.0, h: float = 3.0):

@@ -10,7 +10,7 @@ import numpy as np
 from simconform.downstream.evaluate import Evaluation
 from simconform.frames import Pose
 from simconform.outdir import claim, io_error, update
-from simconform.verify.plots import save_png
+from simconform.verify.plots import _plt, save_png
 
 FILES = ("localization.json", "localization.md", "trajectory.png", "ape_over_time.png")
 
@@ -64,10 +64,7 @@ def markdown(r: dict) -> str:
 
 
 def plots(out: Path, ev: Evaluation, est: Pose, truth: Pose, t_ns: np.ndarray) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _plt()
 
     # est is in the odometry's own frame: place it at the first true pose, as evaluate() does
     placed = truth[0].compose(est[0].inverse()).compose(est)
