@@ -15,12 +15,7 @@ from __future__ import annotations
 
 import sys
 
-from simconform.lifeline import (
-    CAPTURE_PRELOAD,
-    VERIFY_PRELOAD,
-    start_fork_server,
-    usable_cpus,
-)
+from simconform.lifeline import VERIFY_PRELOAD, capture_preload, start_fork_server, usable_cpus
 
 _NEVER = {"--help", "-h", "--dry-run"}
 
@@ -36,7 +31,7 @@ def main() -> None:
 
 def early_preload(argv: list[str]) -> tuple[str, ...] | None:
     """The preload of the fork server that the command `argv` will use, None where it will
-    start no worker: the same list as the pool itself would give (simconform/prefetch.py,
+    start no worker: the same list as the pool itself would give (lifeline.capture_preload,
     verify/parallel.py), so that the server is the one the pool would have started."""
     if not argv or _NEVER & set(argv) or usable_cpus() < 2:
         return None
@@ -45,10 +40,10 @@ def early_preload(argv: list[str]) -> tuple[str, ...] | None:
     if argv[0] != "run" or _flag(argv, "--jobs") == "0":
         return None
     if _flag(argv, "--backend") not in (None, "reference"):
-        return None  # other engines load their modules in each worker (prefetch._preload)
+        return None  # other engines load their modules in each worker (capture_preload)
     from simconform.registry import BACKENDS
 
-    return (*CAPTURE_PRELOAD, BACKENDS["reference"].split(":")[0])
+    return capture_preload("reference", BACKENDS["reference"])
 
 
 def _flag(argv: list[str], name: str) -> str | None:

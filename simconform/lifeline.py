@@ -176,8 +176,17 @@ COMMON_PRELOAD = ("simconform.cli", "simconform.verify.reading", "simconform.ver
 for `simconform` that imports the CLI) and verify's reading, which a run's verification
 needs after its capture pool."""
 CAPTURE_PRELOAD = ("simconform.prefetch", "simconform.pipeline.chain", "simconform.jitwarm")
-"""A run's capture workers (simconform/prefetch.py), with the reference backend's module;
-numba's target readied once in the server (simconform/jitwarm.py)."""
+"""A run's capture workers (simconform/prefetch.py); numba's target readied once in the
+server (simconform/jitwarm.py)."""
+
+
+def capture_preload(backend: str, entry: str) -> tuple[str, ...]:
+    """What the fork server imports for a run's capture workers: CAPTURE_PRELOAD and, for the
+    reference backend, its module (`entry`, "module:attribute"). MuJoCo's and Gazebo's modules
+    are left to each worker: an engine is never loaded where a fork could copy it."""
+    return (*CAPTURE_PRELOAD, entry.split(":")[0]) if backend == "reference" else CAPTURE_PRELOAD
+
+
 VERIFY_PRELOAD = ("simconform.verify.parallel", "simconform.jitwarm")
 """verify's camera reader (verify/parallel.py)."""
 

@@ -23,7 +23,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 import numpy as np
 
 from simconform import slots
-from simconform.lifeline import CAPTURE_PRELOAD, become_worker, end_pool, worker_context
+from simconform.lifeline import become_worker, capture_preload, end_pool, worker_context
 
 _backend = None
 _trajectory = None
@@ -101,7 +101,7 @@ class CapturePool:
         self.ring = _ring_for(spec)
         self.pool = ProcessPoolExecutor(
             max_workers=jobs,
-            mp_context=worker_context(_preload(backend, BACKENDS[backend])),
+            mp_context=worker_context(capture_preload(backend, BACKENDS[backend])),
             initializer=_init,
             initargs=(
                 os.getpid(),  # the workers' owner: they exit when this run does
@@ -132,13 +132,6 @@ class CapturePool:
         worker busy with (or stuck in) a capture never outlives its run."""
         end_pool(self.pool, kill)
         self.ring.close()
-
-
-def _preload(backend: str, entry: str) -> tuple[str, ...]:
-    """What the fork server imports for the capture workers: this module, the pipeline and
-    the reference backend (MuJoCo's and Gazebo's modules are left to each worker: an engine
-    is never loaded where a fork could copy it)."""
-    return (*CAPTURE_PRELOAD, entry.split(":")[0]) if backend == "reference" else CAPTURE_PRELOAD
 
 
 def _ring_for(spec) -> slots.Ring:

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from simconform import launch, lifeline
-from simconform.prefetch import _preload
 from simconform.registry import BACKENDS
 
 
@@ -21,7 +20,7 @@ def two_cpus(monkeypatch) -> None:
 
 
 def test_a_run_starts_the_capture_pools_server(two_cpus) -> None:
-    capture = _preload("reference", BACKENDS["reference"])
+    capture = lifeline.capture_preload("reference", BACKENDS["reference"])
     for argv in (["run"], ["run", "--jobs", "2"], ["run", "--backend=reference", "--seed", "3"]):
         assert launch.early_preload(argv) == capture
     assert launch.early_preload(["verify", "runs/demo"]) == lifeline.VERIFY_PRELOAD
