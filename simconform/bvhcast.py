@@ -255,7 +255,7 @@ _MAX_CANDIDATES = 48  # more primitives left in a packet's cone: its rays walk t
 
 @njit(**_JIT)
 def _cast_tiles(o, d, width, t_min, t_max, best, index, normal, box, left, right, start,
-                count, kind, obj, prio, par, par_box):  # fmt: skip
+                count, kind, obj, prio, par, par_box, sphere):  # fmt: skip
     """As _cast, for rays from one origin laid out as a row-major grid `width` wide (a camera
     band): each 8 x 8 tile goes through `cast_tile`, so every result is _cast's."""
     n = len(d)
@@ -267,12 +267,13 @@ def _cast_tiles(o, d, width, t_min, t_max, best, index, normal, box, left, right
         for c0 in range(0, width, _TILE):
             cast_tile(o, d, width, r0, min(r0 + _TILE, rows), c0, min(c0 + _TILE, width),
                       t_min, t_max, best, index, normal, box, left, right, start, count,
-                      kind, obj, prio, par, par_box, cand, near, stack)  # fmt: skip
+                      kind, obj, prio, par, par_box, sphere, cand, near, stack)  # fmt: skip
 
 
 @njit(**_JIT)
 def cast_tile(o, d, width, r0, r1, c0, c1, t_min, t_max, best, index, normal, box, left, right,
-              start, count, kind, obj, prio, par, par_box, cand, near, stack):  # fmt: skip
+              start, count, kind, obj, prio, par, par_box, sphere, cand, near,
+              stack):  # fmt: skip
     """The tile rows r0:r1, columns c0:c1 of a grid of rays `width` wide from one origin, whose
     best/index/normal hold the planes' hits: the tree is culled once against the tile's
     bounding cone and its farthest hit so far, then each ray of the tile runs the exact test
@@ -281,7 +282,8 @@ def cast_tile(o, d, width, r0, r1, c0, c1, t_min, t_max, best, index, normal, bo
     node is dropped only when its bounding sphere lies outside the cone (cosines compared
     with 1e-9 to spare) or wholly beyond every ray's hit so far. A tile whose rays span a
     hemisphere, or whose cone keeps more than _MAX_CANDIDATES primitives (`cand`'s length),
-    is cast by _cast. par_box: each primitive's bounding box (lo, hi); cand and near: room
+    is cast by _cast. par_box: each primitive's bounding box (lo, hi); sphere: each node's
+    bounding sphere (centre, radius), a little larger than its box's; cand and near: room
     for the candidates and their least distances; stack: len(box) + 1 node indices."""
     n = len(d)
     ox, oy, oz = o[0, 0], o[0, 1], o[0, 2]
@@ -317,21 +319,19 @@ def cast_tile(o, d, width, r0, r1, c0, c1, t_min, t_max, best, index, normal, bo
         while sp > 0:
             sp -= 1
             j = stack[sp]
-            hx = box[j, 3] - box[j, 0]
-            hy = box[j, 4] - box[j, 1]
-            hz = box[j, 5] - box[j, 2]
-            rad = 0.5 * np.sqrt(hx * hx + hy * hy + hz * hz)
-            vx = 0.5 * (box[j, 0] + box[j, 3]) - ox
-            vy = 0.5 * (box[j, 1] + box[j, 4]) - oy
-            vz = 0.5 * (box[j, 2] + box[j, 5]) - oz
-            dist = np.sqrt(vx * vx + vy * vy + vz * vz)
+            rad = sphere[j, 3]
+            vx = sphere[j, 0] - ox
+            vy = sphere[j, 1] - oy
+            vz = sphere[j, 2] - oz
+            dist2 = vx * vx + vy * vy + vz * vz
+            dist = np.sqrt(dist2)
             if dist > rad * (1.0 + 1e-9) + slack:
                 if dist - rad > reach:
                     continue  # wholly beyond every ray's nearest hit so far
-                sin_b = rad / dist
-                cos_b = np.sqrt(max(0.0, 1.0 - sin_b * sin_b))
-                cos_ab = cos_a * cos_b - sin_a * sin_b  # cos(a + b), a + b <= pi
-                if ax * vx + ay * vy + az * vz < (cos_ab - 1e-9) * dist:
+                # outside the cone when the angle between a and v exceeds a + b (sin b = rad /
+                # dist): a.v < cos(a + b) dist = cos_a sqrt(dist^2 - rad^2) - sin_a rad
+                edge = cos_a * np.sqrt(max(0.0, dist2 - rad * rad)) - sin_a * rad
+                if ax * vx + ay * vy + az * vz < edge - 1e-9 * dist:
                     continue  # the sphere lies outside the tile's cone
             if left[j] >= 0:
                 stack[sp] = left[j]
@@ -467,7 +467,8 @@ def lambert(index, normal, albedo255, to_light, ambient, diffuse, image) -> None
 
 @njit(**_JIT)
 def render(o, rays, rot, t_min, t_max, pn, pd, pobj, box, left, right, start, count, kind, obj,
-           prio, par, par_box, albedo255, to_light, ambient, diffuse, image, depth):  # fmt: skip
+           prio, par, par_box, sphere, albedo255, to_light, ambient, diffuse, image,
+           depth):  # fmt: skip
     """A global-shutter frame tile by tile: image (H, W, 3) uint8 (`lambert`) and, unless depth
     is (0, 0), the z-depth (H, W) float32 of the pixel rays `rays` (H, W, 3, body frame) turned
     by `rot` (3, 3) from origin `o` (1, 3), against the planes (pn, pd, pobj as Scene keeps
@@ -499,8 +500,8 @@ def render(o, rays, rot, t_min, t_max, pn, pd, pobj, box, left, right, start, co
             cast_planes(o, dt, t_min, t_max, pn, pd, pobj, bt, it, nt)
             if len(kind):
                 cast_tile(o, dt, tw, 0, r1 - r0, 0, tw, t_min, t_max, bt, it, nt, box, left,
-                          right, start, count, kind, obj, prio, par, par_box, cand, near,
-                          stack)  # fmt: skip
+                          right, start, count, kind, obj, prio, par, par_box, sphere, cand,
+                          near, stack)  # fmt: skip
             lambert(it, nt, albedo255, to_light, ambient, diffuse, px[:n])
             for rr in range(r0, r1):
                 for cc in range(c0, c1):
@@ -552,6 +553,12 @@ class BVHCaster:
         self.tree.order = np.arange(len(perm), dtype=np.int64)
         # Node bounds as one row (lo, hi) per node: one cache line per box test.
         self._box = np.ascontiguousarray(np.hstack([self.tree.lo, self.tree.hi]))
+        # Node spheres for the tiles' cone cull: the radius grown by 1e-9 relative and
+        # absolute, so that it holds the whole box whatever the rounding of centre and radius.
+        centre = 0.5 * (self.tree.lo + self.tree.hi)
+        rad = 0.5 * np.linalg.norm(self.tree.hi - self.tree.lo, axis=1)
+        rad = rad * (1 + 1e-9) + 1e-9 * (1 + np.abs(centre).max(axis=1, initial=0.0))
+        self._sphere = np.ascontiguousarray(np.hstack([centre, rad[:, None]]))
         self._prims = (self.kind, self.obj, self.prio, self.par)
 
     def __len__(self) -> int:
@@ -564,8 +571,9 @@ class BVHCaster:
         return (self._box, tr.left, tr.right, tr.start, tr.count, *self._prims)
 
     def tile_arrays(self) -> tuple[np.ndarray, ...]:
-        """`arrays` and each primitive's bounding box (lo, hi), as the tiled walks take them."""
-        return (*self.arrays(), self._par_box)
+        """`arrays`, each primitive's bounding box (lo, hi) and each node's bounding sphere
+        (centre, radius), as the tiled walks take them."""
+        return (*self.arrays(), self._par_box, self._sphere)
 
     def cast(self, o, d, t_min, t_max, best, index, normal, width: int | None = None) -> None:
         """Nearer bounded hits replace (best, index, normal) in place; o is (3,) or (N, 3).
@@ -585,7 +593,8 @@ def no_bvh() -> tuple[np.ndarray, ...]:
     """`BVHCaster.tile_arrays` of a world without bounded objects (the same types: one compiled
     specialisation)."""
     i = np.empty(0, dtype=np.int64)
-    return (np.empty((0, 6)), i, i, i, i, i, i, i, np.empty((0, _WIDTH)), np.empty((0, 6)))
+    return (np.empty((0, 6)), i, i, i, i, i, i, i, np.empty((0, _WIDTH)), np.empty((0, 6)),
+            np.empty((0, 4)))  # fmt: skip
 
 
 def _solid(ob) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
