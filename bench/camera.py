@@ -6,8 +6,8 @@ Both render the demo world at 640 x 480 from the same poses along the demo traje
 camera of sensors_spec/rover.yaml). MuJoCo uses MUJOCO_GL (default here: osmesa on a CPU-only
 machine, egl with a GPU). Prints frames/s of each and their ratio, and the time of rotating
 one frame's pixel rays by the camera's attitude with numpy's matmul against the numba kernel
-the reference camera uses for rolling shutters (simconform/bvhcast.py `rotate_rays`); no
-timing is asserted anywhere in the tests.
+the reference camera uses (adapters/reference.py `_rotate`); no timing is asserted anywhere in
+the tests.
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from simconform.adapters.mujoco import MujocoBackend, default_gl
-from simconform.adapters.reference import ReferenceBackend
-from simconform.bvhcast import rotate_rays
+from simconform.adapters.reference import ReferenceBackend, _rotate
 from simconform.spec import Spec, load_spec
 from simconform.trajectory import load_trajectory
 from simconform.world import load_world
@@ -40,15 +39,15 @@ def fps(backend, times: np.ndarray, traj) -> float:
 
 
 def rotation_ms(repeats: int = 200) -> tuple[float, float]:
-    """ms per 640 x 480 frame of pixel rays rotated by one matrix: numpy matmul, `rotate_rays`."""
+    """ms per 640 x 480 frame of pixel rays rotated by one matrix: numpy matmul, `_rotate`."""
     rng = np.random.default_rng(0)
     rays = rng.normal(size=(480, 640, 3))
     rot = np.linalg.qr(rng.normal(size=(3, 3)))[0][None]
     out = np.empty((480 * 640, 3))
-    rotate_rays(rays, rot, out)  # compiled before timing
+    _rotate(rays, rot, out)  # compiled before timing
     took = []
     for fn in (lambda: np.matmul(rays.reshape(-1, 3), rot[0].T, out=out),
-               lambda: rotate_rays(rays, rot, out)):  # fmt: skip
+               lambda: _rotate(rays, rot, out)):  # fmt: skip
         start = time.perf_counter()
         for _ in range(repeats):
             fn()
@@ -90,7 +89,7 @@ def main() -> None:
     print(f"ratio reference/mujoco {results['ratio_reference_over_mujoco']:7.2f}")
     print(
         f"pixel rays rotated, ms per frame: numpy matmul {results['rotate_ms_numpy']:.2f}, "
-        f"rotate_rays {results['rotate_ms_numba']:.2f}"
+        f"_rotate {results['rotate_ms_numba']:.2f}"
     )
 
 

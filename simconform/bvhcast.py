@@ -14,12 +14,10 @@ One compiled entry point (`_cast`) with one signature: origins always come as (M
 for a shared origin, so numba compiles (or loads from its cache) a single specialisation.
 A camera's pixels (one origin, a grid of rays) go through `_cast_tiles`, which culls the tree
 once per 8 x 8 tile and gives the same results: 2.5 ms instead of 8.5 ms for a 640 x 480
-frame of the demo world; a global-shutter frame is rendered whole by `render`, tile by tile.
+frame of the demo world.
 
-Length: about 610 lines, because every compiled function that calls another must live in the
-module of its callee: numba's cache (`cache=True`) notices a change to the module of the
-function it compiled, never to another module whose functions it compiled in, so a kernel
-calling across modules would keep running the old callee after an update.
+Length: about 470 lines, because the exact primitive tests, the walk and the tiled cast
+share inlined helpers that numba must see in one module; a split would cost a call per ray.
 """
 
 from __future__ import annotations
@@ -251,147 +249,142 @@ def _cast(o, d, t_min, t_max, best, index, normal, box, left, right, start, coun
 
 _TILE = 8  # a packet is TILE x TILE neighbouring rays of a grid
 _MAX_CANDIDATES = 48  # more primitives left in a packet's cone: its rays walk the tree alone
+_SORTED = 8  # this many candidates or more are sorted nearest first (_cast_tiles)
 
 
 @njit(**_JIT)
 def _cast_tiles(o, d, width, t_min, t_max, best, index, normal, box, left, right, start,
-                count, kind, obj, prio, par, par_box, sphere):  # fmt: skip
+                count, kind, obj, prio, par, par_sphere, sphere):  # fmt: skip
     """As _cast, for rays from one origin laid out as a row-major grid `width` wide (a camera
-    band): each 8 x 8 tile goes through `cast_tile`, so every result is _cast's."""
+    band): the tree is culled once per 8 x 8 tile of rays against the tile's bounding cone
+    and its farthest hit so far, then each ray of the tile runs the exact test on the
+    primitives left with _cast's rule (nearest, then highest priority: the order the tests
+    run in does not matter), so every result is _cast's. The cull is conservative: a node is
+    dropped only when its bounding sphere lies outside the cone (cosines compared with 1e-9
+    to spare) or wholly beyond every ray's hit so far. A tile whose rays span a hemisphere,
+    or whose cone keeps more than _MAX_CANDIDATES primitives, is cast by _cast. The nodes'
+    spheres and the primitives' (par_sphere) come with the tree (`_spheres`): the cull
+    costs one square root a node less, and a tile keeping _SORTED or more primitives tests
+    them nearest first, each ray stopping at the first that starts beyond its nearest hit
+    (a 640 x 480 frame of worlds/urban.yaml 0.76x, the demo world's 0.99x)."""
     n = len(d)
     rows = (n + width - 1) // width
+    ox, oy, oz = o[0, 0], o[0, 1], o[0, 2]
+    slack = 1e-9 * (1.0 + abs(ox) + abs(oy) + abs(oz))
     cand = np.empty(_MAX_CANDIDATES, dtype=np.int64)
     near = np.empty(_MAX_CANDIDATES)
     stack = np.empty(len(box) + 1, dtype=np.int64)
     for r0 in range(0, rows, _TILE):
+        r1 = min(r0 + _TILE, rows)
         for c0 in range(0, width, _TILE):
-            cast_tile(o, d, width, r0, min(r0 + _TILE, rows), c0, min(c0 + _TILE, width),
-                      t_min, t_max, best, index, normal, box, left, right, start, count,
-                      kind, obj, prio, par, par_box, sphere, cand, near, stack)  # fmt: skip
-
-
-@njit(**_JIT)
-def cast_tile(o, d, width, r0, r1, c0, c1, t_min, t_max, best, index, normal, box, left, right,
-              start, count, kind, obj, prio, par, par_box, sphere, cand, near,
-              stack):  # fmt: skip
-    """The tile rows r0:r1, columns c0:c1 of a grid of rays `width` wide from one origin, whose
-    best/index/normal hold the planes' hits: the tree is culled once against the tile's
-    bounding cone and its farthest hit so far, then each ray of the tile runs the exact test
-    on the primitives left with _cast's rule (nearest, then highest priority: the order the
-    tests run in does not matter), so every result is _cast's. The cull is conservative: a
-    node is dropped only when its bounding sphere lies outside the cone (cosines compared
-    with 1e-9 to spare) or wholly beyond every ray's hit so far. A tile whose rays span a
-    hemisphere, or whose cone keeps more than _MAX_CANDIDATES primitives (`cand`'s length),
-    is cast by _cast. par_box: each primitive's bounding box (lo, hi); sphere: each node's
-    bounding sphere (centre, radius), a little larger than its box's; cand and near: room
-    for the candidates and their least distances; stack: len(box) + 1 node indices."""
-    n = len(d)
-    ox, oy, oz = o[0, 0], o[0, 1], o[0, 2]
-    slack = 1e-9 * (1.0 + abs(ox) + abs(oy) + abs(oz))
-    ax = ay = az = 0.0
-    far = 0.0
-    for rr in range(r0, r1):
-        for i in range(rr * width + c0, min(rr * width + c1, n)):
-            ax += d[i, 0]  # any axis will do: cos_a below is measured from it
-            ay += d[i, 1]
-            az += d[i, 2]
-            far = max(far, min(best[i], t_max))
-    m = np.sqrt(ax * ax + ay * ay + az * az)
-    cos_a = 1.0
-    if m > 0:
-        ax, ay, az = ax / m, ay / m, az / m
-        # the cone's half angle from the least d.a and the longest d: cos_a is then at most
-        # every ray's own cosine (a wider cone, still conservative), with no square root or
-        # division per ray (4 % of a demo frame); <= 0: a hemisphere
-        lo, big = np.inf, 0.0
-        for rr in range(r0, r1):
-            for i in range(rr * width + c0, min(rr * width + c1, n)):
-                lo = min(lo, d[i, 0] * ax + d[i, 1] * ay + d[i, 2] * az)
-                big = max(big, d[i, 0] * d[i, 0] + d[i, 1] * d[i, 1] + d[i, 2] * d[i, 2])
-        cos_a = min(1.0, lo / np.sqrt(big)) if lo > 0 else lo
-    k = 0
-    wide = not (m > 0 and cos_a > 0.0)  # the rays span a hemisphere or more
-    if not wide:
-        sin_a = np.sqrt(max(0.0, 1.0 - cos_a * cos_a))
-        reach = far + 1e-9 * (1.0 + far) + slack
-        stack[0] = 0
-        sp = 1
-        while sp > 0:
-            sp -= 1
-            j = stack[sp]
-            rad = sphere[j, 3]
-            vx = sphere[j, 0] - ox
-            vy = sphere[j, 1] - oy
-            vz = sphere[j, 2] - oz
-            dist2 = vx * vx + vy * vy + vz * vz
-            dist = np.sqrt(dist2)
-            if dist > rad * (1.0 + 1e-9) + slack:
-                if dist - rad > reach:
-                    continue  # wholly beyond every ray's nearest hit so far
-                # outside the cone when the angle between a and v exceeds a + b (sin b = rad /
-                # dist): a.v < cos(a + b) dist = cos_a sqrt(dist^2 - rad^2) - sin_a rad
-                edge = cos_a * np.sqrt(max(0.0, dist2 - rad * rad)) - sin_a * rad
-                if ax * vx + ay * vy + az * vz < edge - 1e-9 * dist:
-                    continue  # the sphere lies outside the tile's cone
-            if left[j] >= 0:
-                stack[sp] = left[j]
-                stack[sp + 1] = right[j]
-                sp += 2
-            elif k + count[j] > len(cand):
-                wide = True
-                break
-            else:
-                for i in range(start[j], start[j] + count[j]):
-                    cand[k] = i
-                    k += 1
-    # the candidates nearest first, by the least distance their bounding box could be from
-    # the origin (less 1e-9 and the origin's slack), so a ray stops at the first that starts
-    # beyond its nearest hit so far: it cannot be hit nearer (or as near)
-    for c in range(k if not wide else 0):
-        i = cand[c]
-        hx = par_box[i, 3] - par_box[i, 0]
-        hy = par_box[i, 4] - par_box[i, 1]
-        hz = par_box[i, 5] - par_box[i, 2]
-        vx = 0.5 * (par_box[i, 0] + par_box[i, 3]) - ox
-        vy = 0.5 * (par_box[i, 1] + par_box[i, 4]) - oy
-        vz = 0.5 * (par_box[i, 2] + par_box[i, 5]) - oz
-        lb = np.sqrt(vx * vx + vy * vy + vz * vz) - 0.5 * np.sqrt(hx * hx + hy * hy + hz * hz)
-        lb = lb * (1.0 - 1e-9) - slack
-        j = c
-        while j > 0 and near[j - 1] > lb:
-            near[j] = near[j - 1]
-            cand[j] = cand[j - 1]
-            j -= 1
-        near[j] = lb
-        cand[j] = i
-    for rr in range(r0, r1):
-        a, b = rr * width + c0, min(rr * width + c1, n)
-        if wide:
-            _cast(o, d[a:b], t_min, t_max, best[a:b], index[a:b], normal[a:b], box,
-                  left, right, start, count, kind, obj, prio, par)  # fmt: skip
-            continue
-        if k == 0:
-            continue  # the planes' hits stand
-        for r in range(a, b):
-            dx, dy, dz = d[r, 0], d[r, 1], d[r, 2]
-            bt = min(best[r], t_max)
-            bp = -1
-            bk = -1
-            dn = np.sqrt(dx * dx + dy * dy + dz * dz) * (1.0 + 1e-9)
-            for c in range(k):
-                if near[c] > (bt + 1e-9 * (1.0 + bt)) * dn:
-                    break  # this one and the rest start beyond the nearest hit so far
+            c1 = min(c0 + _TILE, width)
+            ax = ay = az = 0.0
+            far = 0.0
+            for rr in range(r0, r1):
+                for i in range(rr * width + c0, min(rr * width + c1, n)):
+                    ax += d[i, 0]  # any axis will do: cos_a below is measured from it
+                    ay += d[i, 1]
+                    az += d[i, 2]
+                    far = max(far, min(best[i], t_max))
+            m = np.sqrt(ax * ax + ay * ay + az * az)
+            cos_a = 1.0
+            if m > 0:
+                ax, ay, az = ax / m, ay / m, az / m
+                # the cone's half angle from the least d.a and the longest d: cos_a is then at
+                # most every ray's own cosine (a wider cone, still conservative), with no
+                # square root or division per ray (4 % of a demo frame); <= 0: a hemisphere
+                lo, big = np.inf, 0.0
+                for rr in range(r0, r1):
+                    for i in range(rr * width + c0, min(rr * width + c1, n)):
+                        lo = min(lo, d[i, 0] * ax + d[i, 1] * ay + d[i, 2] * az)
+                        big = max(big, d[i, 0] * d[i, 0] + d[i, 1] * d[i, 1] + d[i, 2] * d[i, 2])
+                cos_a = min(1.0, lo / np.sqrt(big)) if lo > 0 else lo
+            k = 0
+            wide = not (m > 0 and cos_a > 0.0)  # the rays span a hemisphere or more
+            if not wide:
+                sin_a = np.sqrt(max(0.0, 1.0 - cos_a * cos_a))
+                reach = far + 1e-9 * (1.0 + far) + slack
+                stack[0] = 0
+                sp = 1
+                while sp > 0:
+                    sp -= 1
+                    j = stack[sp]
+                    rad = sphere[j, 3]
+                    vx = sphere[j, 0] - ox
+                    vy = sphere[j, 1] - oy
+                    vz = sphere[j, 2] - oz
+                    dist2 = vx * vx + vy * vy + vz * vz
+                    dist = np.sqrt(dist2)
+                    if dist > rad * (1.0 + 1e-9) + slack:
+                        if dist - rad > reach:
+                            continue  # wholly beyond every ray's nearest hit so far
+                        # outside the cone when the angle between a and v exceeds a + b
+                        # (sin b = rad / dist): a.v < cos(a + b) dist, which is
+                        # cos_a sqrt(dist^2 - rad^2) - sin_a rad (no division)
+                        edge = cos_a * np.sqrt(max(0.0, dist2 - rad * rad)) - sin_a * rad
+                        if ax * vx + ay * vy + az * vz < edge - 1e-9 * dist:
+                            continue  # the sphere lies outside the tile's cone
+                    if left[j] >= 0:
+                        stack[sp] = left[j]
+                        stack[sp + 1] = right[j]
+                        sp += 2
+                    elif k + count[j] > _MAX_CANDIDATES:
+                        wide = True
+                        break
+                    else:
+                        for i in range(start[j], start[j] + count[j]):
+                            cand[k] = i
+                            k += 1
+            # Many candidates: nearest first, by the least distance their bounding sphere
+            # could be from the origin (less 1e-9 and the origin's slack), so that a ray
+            # stops at the first that starts beyond its nearest hit so far: it cannot be hit
+            # nearer (or as near). A few are cheaper tested than sorted.
+            early = not wide and k >= _SORTED
+            for c in range(k if early else 0):
                 i = cand[c]
-                t, _, _, _ = _hit(kind[i], par[i], ox, oy, oz, dx, dy, dz, t_min, t_max)
-                if t < bt or (t == bt and t < np.inf and prio[i] > bp):
-                    bt, bp, bk = t, prio[i], i
-            if bk >= 0:
-                t, n0, n1, n2 = _hit(kind[bk], par[bk], ox, oy, oz, dx, dy, dz, t_min, t_max)
-                if n0 * dx + n1 * dy + n2 * dz > 0:
-                    n0, n1, n2 = -n0, -n1, -n2
-                best[r] = t
-                index[r] = obj[bk]
-                normal[r, 0], normal[r, 1], normal[r, 2] = n0, n1, n2
+                vx = par_sphere[i, 0] - ox
+                vy = par_sphere[i, 1] - oy
+                vz = par_sphere[i, 2] - oz
+                lb = np.sqrt(vx * vx + vy * vy + vz * vz) - par_sphere[i, 3]
+                lb = lb * (1.0 - 1e-9) - slack
+                j = c
+                while j > 0 and near[j - 1] > lb:
+                    near[j] = near[j - 1]
+                    cand[j] = cand[j - 1]
+                    j -= 1
+                near[j] = lb
+                cand[j] = i
+            for rr in range(r0, r1):
+                a, b = rr * width + c0, min(rr * width + c1, n)
+                if wide:
+                    _cast(o, d[a:b], t_min, t_max, best[a:b], index[a:b], normal[a:b], box,
+                          left, right, start, count, kind, obj, prio, par)  # fmt: skip
+                    continue
+                if k == 0:
+                    continue  # the planes' hits stand
+                for r in range(a, b):
+                    dx, dy, dz = d[r, 0], d[r, 1], d[r, 2]
+                    bt = min(best[r], t_max)
+                    bp = -1
+                    bk = -1
+                    dn2 = (dx * dx + dy * dy + dz * dz) * (1.0 + 1e-9)  # |d|^2, rounded up
+                    for c in range(k):
+                        if early and near[c] > 0:
+                            q = bt + 1e-9 * (1.0 + bt)
+                            if near[c] * near[c] > q * q * dn2:
+                                break  # it and the rest start beyond the nearest hit so far
+                        i = cand[c]
+                        t, _, _, _ = _hit(kind[i], par[i], ox, oy, oz, dx, dy, dz, t_min, t_max)
+                        if t < bt or (t == bt and t < np.inf and prio[i] > bp):
+                            bt, bp, bk = t, prio[i], i
+                    if bk >= 0:
+                        t, n0, n1, n2 = _hit(kind[bk], par[bk], ox, oy, oz, dx, dy, dz,
+                                             t_min, t_max)  # fmt: skip
+                        if n0 * dx + n1 * dy + n2 * dz > 0:
+                            n0, n1, n2 = -n0, -n1, -n2
+                        best[r] = t
+                        index[r] = obj[bk]
+                        normal[r, 0], normal[r, 1], normal[r, 2] = n0, n1, n2
 
 
 @njit(**_JIT)
@@ -414,102 +407,6 @@ def cast_planes(o, d, t_min, t_max, pn, pd, pobj, best, index, normal):
                 n0, n1, n2 = s * pn[j, 0], s * pn[j, 1], s * pn[j, 2]
         best[r], index[r] = bt, bk
         normal[r, 0], normal[r, 1], normal[r, 2] = n0, n1, n2
-
-
-# ------------------------------------------------------------------ camera frames
-# A global-shutter frame used to go through five passes over frame-sized arrays (the pixel
-# rays rotated into the world, the planes, the tiled BVH cast, the shading, the z-depth), which
-# wrote and read back about 30 MB a 640 x 480 frame. `render` does each 8 x 8 tile's rays in
-# one go while they sit in the first-level cache, with the passes' arithmetic operation for
-# operation, so the frame is the same bytes (tests/test_bvhcast.py); the passes stay for rolling
-# shutters, actors and Gazebo's shading (adapters/reference.py).
-
-
-@njit(**_JIT)
-def rotate_rays(rays, rot, out) -> None:
-    """out = each pixel ray (rows, W, 3) rotated by its row's matrix (rot (rows, 3, 3), or one
-    matrix for every row): less than half the time of numpy's matmul (0.80 against 1.86 ms a
-    640 x 480 frame, `python bench/camera.py`), whose BLAS call has little to do
-    for N x 3 by 3 x 3, and the same bits on every CPU (no FMA, one summation order)."""
-    rows, w = rays.shape[0], rays.shape[1]
-    for r in range(rows):
-        m = rot[r if len(rot) > 1 else 0]
-        for c in range(w):
-            x, y, z = rays[r, c, 0], rays[r, c, 1], rays[r, c, 2]
-            i = r * w + c
-            for k in range(3):
-                out[i, k] = (m[k, 0] * x + m[k, 1] * y) + m[k, 2] * z
-
-
-@njit(**_JIT)
-def lambert(index, normal, albedo255, to_light, ambient, diffuse, image) -> None:
-    """Lambert shading into `image` (pixels, 3) uint8, in float32 as the camera always shaded:
-    min(ambient + diffuse * max(n . l, 0), 1) times the albedo (x 255), + 0.5, truncated; a
-    miss (index -1) is the sky colour, the albedo table's last row, unshaded. (Written as one
-    loop: the same formula as an inlined per-pixel helper returning a tuple ran 6x slower.)"""
-    one, zero, half = np.float32(1.0), np.float32(0.0), np.float32(0.5)
-    for i in range(len(index)):
-        k = index[i]
-        shade = one
-        if k >= 0:
-            n0, n1, n2 = (
-                np.float32(normal[i, 0]),
-                np.float32(normal[i, 1]),
-                np.float32(normal[i, 2]),
-            )
-            lit = n0 * to_light[0] + n1 * to_light[1] + n2 * to_light[2]
-            shade = min(ambient + diffuse * max(lit, zero), one)
-        else:
-            k = len(albedo255) - 1
-        for c in range(3):
-            image[i, c] = np.uint8(albedo255[k, c] * shade + half)
-
-
-@njit(**_JIT)
-def render(o, rays, rot, t_min, t_max, pn, pd, pobj, box, left, right, start, count, kind, obj,
-           prio, par, par_box, sphere, albedo255, to_light, ambient, diffuse, image,
-           depth):  # fmt: skip
-    """A global-shutter frame tile by tile: image (H, W, 3) uint8 (`lambert`) and, unless depth
-    is (0, 0), the z-depth (H, W) float32 of the pixel rays `rays` (H, W, 3, body frame) turned
-    by `rot` (3, 3) from origin `o` (1, 3), against the planes (pn, pd, pobj as Scene keeps
-    them) and the BVH (BVHCaster.tile_arrays; `no_bvh` for a world without bounded objects)."""
-    h, w = rays.shape[0], rays.shape[1]
-    size = _TILE * _TILE
-    d = np.empty((size, 3))
-    best = np.empty(size)
-    index = np.empty(size, dtype=np.int64)
-    normal = np.empty((size, 3))
-    px = np.empty((size, 3), dtype=np.uint8)
-    cand = np.empty(_MAX_CANDIDATES, dtype=np.int64)
-    near = np.empty(_MAX_CANDIDATES)
-    stack = np.empty(len(box) + 1, dtype=np.int64)
-    want_depth = depth.shape[0] == h and h > 0
-    for r0 in range(0, h, _TILE):
-        r1 = min(r0 + _TILE, h)
-        for c0 in range(0, w, _TILE):
-            c1 = min(c0 + _TILE, w)
-            tw = c1 - c0
-            n = (r1 - r0) * tw
-            for rr in range(r0, r1):
-                for cc in range(c0, c1):
-                    i = (rr - r0) * tw + cc - c0
-                    x, y, z = rays[rr, cc, 0], rays[rr, cc, 1], rays[rr, cc, 2]
-                    for k in range(3):
-                        d[i, k] = (rot[k, 0] * x + rot[k, 1] * y) + rot[k, 2] * z
-            dt, bt, it, nt = d[:n], best[:n], index[:n], normal[:n]
-            cast_planes(o, dt, t_min, t_max, pn, pd, pobj, bt, it, nt)
-            if len(kind):
-                cast_tile(o, dt, tw, 0, r1 - r0, 0, tw, t_min, t_max, bt, it, nt, box, left,
-                          right, start, count, kind, obj, prio, par, par_box, sphere, cand,
-                          near, stack)  # fmt: skip
-            lambert(it, nt, albedo255, to_light, ambient, diffuse, px[:n])
-            for rr in range(r0, r1):
-                for cc in range(c0, c1):
-                    i = (rr - r0) * tw + cc - c0
-                    for c in range(3):
-                        image[rr, cc, c] = px[i, c]
-                    if want_depth:
-                        depth[rr, cc] = np.float32(bt[i] * rays[rr, cc, 0])
 
 
 class BVHCaster:
@@ -549,31 +446,15 @@ class BVHCaster:
         perm = self.tree.order
         self.kind, self.obj, self.prio = self.kind[perm], self.obj[perm], self.prio[perm]
         self.par = np.ascontiguousarray(self.par[perm])
-        self._par_box = np.ascontiguousarray(np.hstack([lo[perm], hi[perm]]))
+        self._par_sphere = _spheres(lo[perm], hi[perm])  # the tiles' candidates, sorted
         self.tree.order = np.arange(len(perm), dtype=np.int64)
         # Node bounds as one row (lo, hi) per node: one cache line per box test.
         self._box = np.ascontiguousarray(np.hstack([self.tree.lo, self.tree.hi]))
-        # Node spheres for the tiles' cone cull: the radius grown by 1e-9 relative and
-        # absolute, so that it holds the whole box whatever the rounding of centre and radius.
-        centre = 0.5 * (self.tree.lo + self.tree.hi)
-        rad = 0.5 * np.linalg.norm(self.tree.hi - self.tree.lo, axis=1)
-        rad = rad * (1 + 1e-9) + 1e-9 * (1 + np.abs(centre).max(axis=1, initial=0.0))
-        self._sphere = np.ascontiguousarray(np.hstack([centre, rad[:, None]]))
+        self._sphere = _spheres(self.tree.lo, self.tree.hi)  # the tiles' cone cull
         self._prims = (self.kind, self.obj, self.prio, self.par)
 
     def __len__(self) -> int:
         return len(self.kind)
-
-    def arrays(self) -> tuple[np.ndarray, ...]:
-        """The tree (node boxes, left, right, start, count) and the primitives (kind, obj,
-        prio, par), as the compiled walks take them."""
-        tr = self.tree
-        return (self._box, tr.left, tr.right, tr.start, tr.count, *self._prims)
-
-    def tile_arrays(self) -> tuple[np.ndarray, ...]:
-        """`arrays`, each primitive's bounding box (lo, hi) and each node's bounding sphere
-        (centre, radius), as the tiled walks take them."""
-        return (*self.arrays(), self._par_box, self._sphere)
 
     def cast(self, o, d, t_min, t_max, best, index, normal, width: int | None = None) -> None:
         """Nearer bounded hits replace (best, index, normal) in place; o is (3,) or (N, 3).
@@ -581,20 +462,23 @@ class BVHCaster:
         cast in tiles (_cast_tiles) with the same results."""
         if not len(self.kind):
             return
+        tr = self.tree
         o2 = np.ascontiguousarray(o, dtype=np.float64).reshape(-1, 3)
+        tree = (self._box, tr.left, tr.right, tr.start, tr.count)
         if width is not None and len(o2) == 1:
             _cast_tiles(o2, d, int(width), float(t_min), float(t_max), best, index, normal,
-                        *self.tile_arrays())  # fmt: skip
+                        *tree, *self._prims, self._par_sphere, self._sphere)  # fmt: skip
         else:
-            _cast(o2, d, float(t_min), float(t_max), best, index, normal, *self.arrays())
+            _cast(o2, d, float(t_min), float(t_max), best, index, normal, *tree, *self._prims)
 
 
-def no_bvh() -> tuple[np.ndarray, ...]:
-    """`BVHCaster.tile_arrays` of a world without bounded objects (the same types: one compiled
-    specialisation)."""
-    i = np.empty(0, dtype=np.int64)
-    return (np.empty((0, 6)), i, i, i, i, i, i, i, np.empty((0, _WIDTH)), np.empty((0, 6)),
-            np.empty((0, 4)))  # fmt: skip
+def _spheres(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """(centre, radius) rows of the spheres around boxes (lo, hi), the radius grown by 1e-9
+    relative and absolute so that it holds the whole box whatever the rounding."""
+    centre = 0.5 * (lo + hi)
+    rad = 0.5 * np.linalg.norm(hi - lo, axis=1)
+    rad = rad * (1 + 1e-9) + 1e-9 * (1 + np.abs(centre).max(axis=1, initial=0.0))
+    return np.ascontiguousarray(np.hstack([centre, rad[:, None]]))
 
 
 def _solid(ob) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -200,16 +200,6 @@ class Scene:
             self._cast_bounded(o, d, t_min, t_max, best, index, normal)
         return Hits(best, index, normal)
 
-    def tile_arrays(self) -> tuple[np.ndarray, ...]:
-        """The planes (normals, offsets, object indices) and the BVH's arrays, as the compiled
-        camera pass takes them (bvhcast.render); None for a brute-force scene."""
-        if self._bvh is None and len(self._slot_index):
-            return None
-        from simconform.bvhcast import no_bvh
-
-        tree = self._bvh.tile_arrays() if self._bvh is not None else no_bvh()
-        return (self._plane_n, self._plane_d, self._plane_index, *tree)
-
     def ground_height(self, x: np.ndarray, y: np.ndarray, z_top: float = 1000.0) -> np.ndarray:
         """z of the first surface below (x, y, z_top), NaN where there is none.
 

@@ -313,84 +313,34 @@ def test_tiles_keeping_too_many_primitives_walk_ray_by_ray() -> None:
     np.testing.assert_array_equal(tiled.normal, walked.normal)
 
 
-def band_passes(scene_: Scene, o, rays, rot, albedo255, to_light, depth: bool):
-    """A global-shutter frame as the band passes make it (adapters/reference.py): rays rotated,
-    the planes and the tiled BVH cast, then shading and z-depth, each over the whole frame."""
-    from simconform.bvhcast import lambert, rotate_rays
+def test_tiles_with_many_candidates_test_them_nearest_first() -> None:
+    """A camera looking along rows of boxes and cylinders, near and far behind each other, so
+    that tiles keep _SORTED or more primitives, sort them nearest first and stop each ray
+    early: every ray gets exactly the walk's distance, object and normal (and the brute
+    force's)."""
+    from simconform import bvhcast
 
-    h, w = rays.shape[:2]
-    d = np.empty((h * w, 3))
-    rotate_rays(rays, rot[None], d)
-    hits = scene_.cast(o, d, 0.0, np.inf, width=w)
-    image = np.empty((h * w, 3), dtype=np.uint8)
-    lambert(hits.index, hits.normal, albedo255, to_light, np.float32(0.3), np.float32(0.7),
-            image)  # fmt: skip
-    z = (hits.dist * rays[..., 0].reshape(-1)).astype(np.float32).reshape(h, w)
-    return image.reshape(h, w, 3), z if depth else None
-
-
-@given(scene=scenes(), seed=st.integers(0, 2**32 - 1), depth=st.booleans())
-@SETTINGS
-def test_render_gives_the_band_passes_bytes(scene, seed, depth) -> None:
-    """bvhcast.render (a global-shutter frame in one pass, tile by tile) gives the very bytes
-    of the band passes it replaced, on random scenes, poses and frame sizes (not multiples of
-    the tile), with rays aimed at corners and vertices."""
-    from simconform.bvhcast import render
-
-    world, starts, aims = scene
-    rng = np.random.default_rng(seed)
-    o, d, w = grid_rays(rng, starts, aims, "pinhole")
-    rays = d.reshape(-1, w, 3)
-    rot = Rotation.random(random_state=int(rng.integers(2**31))).as_matrix()
-    rays = np.ascontiguousarray(rays @ rot)  # body-frame rays: rotated back by rot, all in view
-    n_obj = len(world.objects)
-    albedo255 = (rng.random((n_obj + 1, 3)) * 255).astype(np.float32)
-    to_light = rng.normal(size=3).astype(np.float32)
+    rng = np.random.default_rng(7)
+    objects: list[dict] = [{"type": "plane", "point": [0, 0, -1]}]
+    for x in range(3, 40, 3):
+        for y in range(-6, 7, 3):
+            c = [float(x + rng.uniform(-0.5, 0.5)), float(y + rng.uniform(-0.5, 0.5)), 0.0]
+            if rng.random() < 0.7:
+                objects.append({"type": "box", "center": c, "size": [0.8, 0.8, 2.0],
+                                "rpy": rng.uniform(-0.3, 0.3, 3).tolist()})  # fmt: skip
+            else:
+                objects.append({"type": "cylinder", "center": c, "radius": 0.4, "length": 2.0})
+    world = make_world(objects, {})
+    u, v = np.meshgrid(np.linspace(-0.4, 0.4, 96), np.linspace(-0.1, 0.1, 40))
+    d = np.stack([np.full(u.shape, 1.0), u, v], -1).reshape(-1, 3)
+    d /= np.linalg.norm(d, axis=1, keepdims=True)
+    o, w = np.array([-2.0, 0.1, 0.2]), 96
     scene_ = Scene(world)
-    want, want_z = band_passes(scene_, o, rays, rot, albedo255, to_light, depth)
-    h = rays.shape[0]
-    image = np.empty((h, w, 3), dtype=np.uint8)
-    z = np.empty((h, w) if depth else (0, 0), dtype=np.float32)
-    render(o.reshape(1, 3), rays, rot, 0.0, np.inf, *scene_.tile_arrays(), albedo255, to_light,
-           np.float32(0.3), np.float32(0.7), image, z)  # fmt: skip
-    np.testing.assert_array_equal(image, want)
-    if depth:
-        assert z.tobytes() == want_z.tobytes()
-
-
-def test_reference_camera_one_pass_is_the_band_passes(demo_world_camera) -> None:
-    """The reference backend's camera, one pass against band passes (its `one_pass` off), on
-    the demo world along the demo trajectory, and on a world of planes only: the same image
-    and depth bytes."""
-    world, spec, traj = demo_world_camera
-    from simconform.adapters.reference import ReferenceBackend
-
-    planes = World.model_validate(
-        {"name": "p", "origin": ORIGIN, "objects": [{"type": "plane", "point": [0, 0, 0]}]}
-    )
-    for w in (world, planes):
-        fast, slow = ReferenceBackend(), ReferenceBackend()
-        slow.one_pass = False
-        fast.open(w, spec)
-        slow.open(w, spec)
-        for t in np.linspace(traj.start_ns, traj.end_ns - 10**9, 6).astype(np.int64):
-            a = fast.capture("camera", int(t), traj)
-            b = slow.capture("camera", int(t), traj)
-            np.testing.assert_array_equal(a.image, b.image)
-            assert a.depth.tobytes() == b.depth.tobytes()
-
-
-@pytest.fixture(scope="module")
-def demo_world_camera():
-    from pathlib import Path
-
-    from simconform.spec import Spec, load_spec
-    from simconform.trajectory import load_trajectory
-    from simconform.world import load_world
-
-    root = Path(__file__).resolve().parents[1]
-    world = load_world(root / "worlds" / "demo.yaml")
-    traj = load_trajectory(root / "worlds" / "demo.tum", world)
-    cam = load_spec(root / "sensors_spec" / "rover.yaml").sensors["camera"]
-    spec = Spec.model_validate({"name": "t", "sensors": {"camera": cam.model_dump()}})
-    return world, spec, traj
+    assert len(objects) > 4 * bvhcast._SORTED
+    tiled = scene_.cast(o, d, 0.0, np.inf, width=w)
+    walked = scene_.cast(o, d, 0.0, np.inf)
+    assert len(np.unique(tiled.index)) > 2 * bvhcast._SORTED  # many objects in view
+    np.testing.assert_array_equal(tiled.index, walked.index)
+    np.testing.assert_array_equal(tiled.dist, walked.dist)
+    np.testing.assert_array_equal(tiled.normal, walked.normal)
+    assert_same(world, o, d, 0.0, np.inf)
