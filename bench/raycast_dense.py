@@ -4,7 +4,9 @@ Workloads: worlds/demo.yaml; seeded city-like worlds of 2,000 and 20,000 boxes a
 (poles) over 2 x 2 km with a ground plane; the 98,568-triangle terrain of bench/meshes.py;
 worlds/urban.yaml (3,864 objects on a 36,450-triangle terrain mesh, its actors left out) from
 the start of its drive.
-Each under a 16 x 1800 (VLP-16) and a 128 x 2048 lidar. Embree (embreex, float32, DISTANCE)
+Each under a 16 x 1800 (VLP-16) and a 128 x 2048 lidar, and a 640 x 480 camera (90 degrees
+wide, looking along +x from the same point: one origin, so Scene casts it in 16 x 16 tiles as the
+reference camera does; `--quick` leaves it out). Embree (embreex, float32, DISTANCE)
 casts the same rays against the same geometry triangulated (boxes: 12 triangles, cylinders:
 32 sides, spheres: icospheres, the plane: a 20 km quad), in the same process. The process is
 pinned to one CPU (sched_setaffinity), so Embree's thread pool and numba both get one core.
@@ -40,7 +42,19 @@ from simconform.world import Box, Cylinder, Mesh, Plane, Sphere, World, load_wor
 
 ROOT = Path(__file__).resolve().parents[1]
 ORIGIN = {"lat": 0.0, "lon": 0.0, "alt": 0.0}
-PATTERNS = {"16x1800": (16, 1800, (-15, 15)), "128x2048": (128, 2048, (-25, 15))}
+PATTERNS = {
+    "16x1800": (16, 1800, (-15, 15)),
+    "128x2048": (128, 2048, (-25, 15)),
+    "camera": (480, 640, 90.0),  # rows, columns, horizontal field of view (degrees)
+}
+
+
+def camera_directions(rows: int, cols: int, hfov_deg: float) -> np.ndarray:
+    """A pinhole camera's unit pixel rays looking along +x (z up), row-major (rows * cols, 3)."""
+    f = (cols / 2) / np.tan(np.radians(hfov_deg) / 2)
+    u, v = np.meshgrid(np.arange(cols) - (cols - 1) / 2, np.arange(rows) - (rows - 1) / 2)
+    d = np.stack([np.full(u.shape, f), -u, -v], -1).reshape(-1, 3)
+    return d / np.linalg.norm(d, axis=1, keepdims=True)
 
 
 def city(n: int, seed: int = 0, half: float = 1000.0) -> World:
@@ -127,15 +141,17 @@ def bench(world: World, origin, pattern, repeats: int) -> dict:
     build_s = time.perf_counter() - t0
     tri = triangulate(world)
     emb = embree_scene(tri)
-    d = meshes.lidar_directions(*pattern)
+    camera = isinstance(pattern[2], float)
+    d = camera_directions(*pattern) if camera else meshes.lidar_directions(*pattern)
+    width = pattern[1] if camera else None  # a camera's grid: cast in tiles
     o = np.asarray(origin, dtype=float)
-    t_min, t_max = 0.3, 200.0
+    t_min, t_max = (0.0, 1000.0) if camera else (0.3, 200.0)
     scene.cast(o, d[:8], t_min, t_max)
     tracemalloc.start()
-    hits = scene.cast(o, d, t_min, t_max)
+    hits = scene.cast(o, d, t_min, t_max, width=width)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    ours = rate(lambda: scene.cast(o, d, t_min, t_max), len(d), repeats)
+    ours = rate(lambda: scene.cast(o, d, t_min, t_max, width=width), len(d), repeats)
     o32 = np.ascontiguousarray(np.broadcast_to(o, d.shape), dtype=np.float32)
     d32 = np.ascontiguousarray(d, dtype=np.float32)
     far = np.full(len(d), t_max, dtype=np.float32)
@@ -206,7 +222,7 @@ def plot(rows, out: Path) -> None:
     # Worlds of objects on one line; the terrain (triangles) as its own points, since a
     # triangle and an object are different units of work.
     colours = {"Scene (BVH)": "tab:blue", "Embree": "tab:orange"}
-    for pname, marker in zip(PATTERNS, "os", strict=True):
+    for pname, marker in zip(PATTERNS, "os^", strict=True):
         objs = sorted((p, r) for _, pn, p, r in rows if pn == pname and r["objects"])
         tris = [(p, r) for _, pn, p, r in rows if pn == pname and not r["objects"]]
         for who, key, ls in (("Scene (BVH)", "scene", "-"), ("Embree", "embree", "--")):

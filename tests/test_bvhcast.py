@@ -274,7 +274,7 @@ def grid_rays(rng, starts, aims, kind: str) -> tuple[np.ndarray, np.ndarray, int
 )
 @SETTINGS
 def test_tiles_give_the_walks_results_bit_for_bit(scene, seed, kind, t_min, t_max) -> None:
-    """A camera's rays cast in tiles (bvhcast._cast_tiles, culled per 8 x 8 tile) give every
+    """A camera's rays cast in tiles (bvhcast._cast_tiles, culled per 16 x 16 tile) give every
     ray exactly the distance, object and normal of the ray-by-ray walk, and agree with the
     brute force as the walk does."""
     world, starts, aims = scene
