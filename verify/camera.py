@@ -106,16 +106,18 @@ class CameraAccumulator(Accumulator):
                 f"image {pub.shape} / truth {truth.shape} does not match the spec's "
                 f"{s.height} x {s.width} x 3"
             )
-        m, q = error_moments(pub, truth)
         if len(self.hist) < HIST_FRAMES:
             self.hist.append((pub.astype(np.int16) - truth.astype(np.int16)).ravel())
         if not self.images:
             self.images = {"truth": truth, "published": pub}
+        # the moments only of the frames compared (every raw frame, every `every`-th JPEG
+        # one); every frame is still decoded and its size checked above
         if s.encoding == "raw":
             h = np.bincount(truth.ravel(), minlength=256) / truth.size
+            m, q = error_moments(pub, truth)
             self.frames.append((m, q, float(h @ self.mean_e), float(h @ self.mean_e2), 0.0))
         elif self.paired % self.every == 0:
-            self.frames.append((m, q, *self._jpeg_prediction(truth)))
+            self.frames.append((*error_moments(pub, truth), *self._jpeg_prediction(truth)))
         self.paired += 1
 
     def _jpeg_prediction(self, truth: np.ndarray) -> tuple[float, float, float]:
