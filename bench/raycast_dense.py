@@ -146,7 +146,10 @@ def bench(world: World, origin, pattern, repeats: int) -> dict:
     width = pattern[1] if camera else None  # a camera's grid: cast in tiles
     o = np.asarray(origin, dtype=float)
     t_min, t_max = (0.0, 1000.0) if camera else (0.3, 200.0)
+    # compiled (or loaded from numba's cache) before the traced scan: the walk, and a camera's tiles
     scene.cast(o, d[:8], t_min, t_max)
+    if camera:
+        scene.cast(o, d[: 2 * width], t_min, t_max, width=width)
     tracemalloc.start()
     hits = scene.cast(o, d, t_min, t_max, width=width)
     peak = tracemalloc.get_traced_memory()[1]

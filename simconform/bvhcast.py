@@ -15,7 +15,7 @@ for a shared origin, so numba compiles (or loads from its cache) a single specia
 A camera's pixels (one origin, a grid of rays) go through `_cast_tiles`, which culls the tree
 once per 16 x 16 tile and gives the same results (docs/raycast.md has the figures).
 
-Length: about 470 lines, because the exact primitive tests, the walk and the tiled cast
+Length: about 520 lines, because the exact primitive tests, the walk and the tiled cast
 share inlined helpers that numba must see in one module; a split would cost a call per ray.
 """
 
@@ -366,7 +366,7 @@ def _cast_tiles(o, d, width, t_min, t_max, best, index, normal, box, left, right
                     bt = min(best[r], t_max)
                     bp = -1
                     bk = -1
-                    dn2 = (dx * dx + dy * dy + dz * dz) * (1.0 + 1e-9)  # |d|^2, rounded up
+                    dn2 = (dx * dx + dy * dy + dz * dz) * (1.0 + 1e-9) if early else 0.0  # |d|^2 up
                     for c in range(k):
                         if early and near[c] > 0:
                             q = bt + 1e-9 * (1.0 + bt)
