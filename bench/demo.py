@@ -93,6 +93,7 @@ def main() -> None:
     args = ap.parse_args()
     pythons = [sys.executable] + ([args.baseline] if args.baseline else [])
     root = args.keep or Path(tempfile.mkdtemp(prefix="simconform-bench-demo-"))
+    root.mkdir(parents=True, exist_ok=True)
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}, cpus: {os.cpu_count()}")
     rows = []
     try:
