@@ -15,6 +15,7 @@ from simconform.verify import robust, stats
 from simconform.verify import tolerances as tl
 from simconform.verify.accumulator import Accumulator, metric, normality, not_applicable
 from simconform.verify.lidar_edges import EdgeSplit
+from simconform.verify.lidar_sweep import sweep
 from simconform.verify.pairing import Pair, Unpaired
 from simconform.verify.series import SeriesStats
 
@@ -44,7 +45,10 @@ def range_and_lateral(
     delta = published.astype(np.float64) - t
     r = np.linalg.norm(t, axis=1)
     u = np.where((r > 0)[:, None], t / np.where(r > 0, r, 1.0)[:, None], nominal)
-    e = np.einsum("ij,ij->i", delta, u)
+    p = delta * u
+    # (x + z) + y: the order np.einsum("ij,ij->i") summed in here, written out so that the
+    # compiled sweep (verify/lidar_sweep.py) gives the same bits on every machine
+    e = (p[:, 0] + p[:, 2]) + p[:, 1]
     lateral = np.linalg.norm(delta - e[:, None] * u, axis=1)
     return e, lateral
 
@@ -85,17 +89,14 @@ class LidarAccumulator(Accumulator):
                 f"{self.name}: cloud shape {pub.shape[:2]} / truth {truth.shape[:2]} "
                 f"does not match the spec's {self.nominal.shape[:2]} rings x columns"
             )
-        tf = np.isfinite(truth[..., 0])
-        pf = np.isfinite(pub[..., 0])
-        both = tf & pf
-        self.finite_truth += int(tf.sum())
-        self.lost += int((tf & ~pf).sum())
-        self.spurious += int((~tf & pf).sum())
-        e, lat = range_and_lateral(pub[both], truth[both], self.nominal[both])
-        ring, col = np.nonzero(both)
-        self.split.add(truth, both, e, lat, ring, self.sector_of[col])
+        # range_and_lateral and lidar_edges.edge_rays of the paired rays, in one compiled pass
+        sw = sweep(truth, pub, self.nominal, self.split.scale)
+        self.finite_truth += sw.finite_truth
+        self.lost += sw.lost
+        self.spurious += sw.spurious
+        self.split.add(sw.edge, sw.e, sw.lateral, sw.ring, self.sector_of[sw.col])
         if self.KEEP_ERRORS:
-            self.errors.append(e)
+            self.errors.append(sw.e)
 
     def field_metrics(self) -> dict[str, dict]:
         s, lv, tol = self.spec, self.level, self.spec.tolerances
