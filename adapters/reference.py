@@ -81,6 +81,9 @@ class ReferenceBackend(SensorBackend):
             for n, s in spec.sensors.items()
             if isinstance(s, CameraSpec)
         }
+        # each pixel ray's body-x component, contiguous: the z-depth reads 2.5 MB a 640 x 480
+        # frame instead of striding through the 7.4 MB of rays
+        self._pixel_x = {n: np.ascontiguousarray(r[..., 0]) for n, r in self._pixels.items()}
         shapes = [*world.objects, *(a.shape for a in world.actors)]
         self._reflectivity = np.array([o.reflectivity for o in shapes] + [0.0])
         self._gpu_rays: dict = {}  # emulate="gazebo": per lidar, built at its first sweep
@@ -229,7 +232,7 @@ class ReferenceBackend(SensorBackend):
                 )  # fmt: skip
             if depth is not None:
                 # z-depth: the ray's component along the optical axis (body x) is frame-free
-                _z_depth(hits.dist, rays[r0:r1], depth[r0:r1])
+                _z_depth(hits.dist, self._pixel_x[name][r0:r1], depth[r0:r1])
         return CameraTruth(image=image, depth=depth)
 
 
@@ -241,23 +244,29 @@ def _rotate(rays, rot, out) -> None:
     for N x 3 by 3 x 3, and the same bits on every CPU (no FMA, one summation order)."""
     rows, w = rays.shape[0], rays.shape[1]
     for r in range(rows):
-        m = rot[r if len(rot) > 1 else 0]
+        q = r if len(rot) > 1 else 0
+        # in locals: read through the array, the compiler reloads the matrix after every
+        # store to `out`, which it cannot prove apart (3.9 against 5.2 ns a ray)
+        m00, m01, m02 = rot[q, 0, 0], rot[q, 0, 1], rot[q, 0, 2]
+        m10, m11, m12 = rot[q, 1, 0], rot[q, 1, 1], rot[q, 1, 2]
+        m20, m21, m22 = rot[q, 2, 0], rot[q, 2, 1], rot[q, 2, 2]
         for c in range(w):
             x, y, z = rays[r, c, 0], rays[r, c, 1], rays[r, c, 2]
             i = r * w + c
-            for k in range(3):
-                out[i, k] = (m[k, 0] * x + m[k, 1] * y) + m[k, 2] * z
+            out[i, 0] = (m00 * x + m01 * y) + m02 * z
+            out[i, 1] = (m10 * x + m11 * y) + m12 * z
+            out[i, 2] = (m20 * x + m21 * y) + m22 * z
 
 
 @njit(cache=True, nogil=True)
-def _z_depth(dist, rays, out) -> None:
-    """out (rows, W) float32 = each pixel's hit distance times its ray's body-x component,
-    rounded once to float32 as numpy's product and cast gave (the same bits), without the
-    (rows, W) float64 product and the strided read numpy made of it: 0.8 ms a demo frame."""
+def _z_depth(dist, ray_x, out) -> None:
+    """out (rows, W) float32 = each pixel's hit distance times its ray's body-x component
+    (ray_x, rows x W), rounded once to float32 as numpy's product and cast gave (the same
+    bits), without the (rows, W) float64 product numpy made of it."""
     rows, w = out.shape
     for r in range(rows):
         for c in range(w):
-            out[r, c] = np.float32(dist[r * w + c] * rays[r, c, 0])
+            out[r, c] = np.float32(dist[r * w + c] * ray_x[r, c])
 
 
 @njit(cache=True, nogil=True)
