@@ -7,11 +7,12 @@ import io
 
 import numpy as np
 import pytest
+import simplejpeg
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from simconform.pipeline.encode import decode_image, encode_jpeg
+from simconform.pipeline.encode import checked_jpeg_shape, decode_image, encode_jpeg
 
 
 def _pillow(data: bytes) -> np.ndarray:
@@ -64,3 +65,49 @@ def test_png_goes_through_pillow() -> None:
     buf = io.BytesIO()
     Image.fromarray(img, "RGB").save(buf, "PNG")
     assert np.array_equal(decode_image(buf.getvalue()), img)
+
+
+def _strict_full_decode_ok(data: bytes) -> bool:
+    try:
+        simplejpeg.decode_jpeg(data, colorspace="RGB")
+    except ValueError:
+        return False
+    return True
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), smooth=st.booleans(), cut=st.booleans())
+def test_the_eighth_scale_check_refuses_what_the_full_decode_refuses(seed, smooth, cut) -> None:
+    """verify/camera.py checks the frames it does not compare at 1/8 scale: that check must
+    refuse a damaged JPEG exactly when libjpeg-turbo's full decode does (bit flips in the
+    entropy-coded data, a cut-off file), and give the full decode's shape otherwise."""
+    clean = encode_jpeg(_image(seed, 48, 64, smooth), 90, "4:2:0")
+    assert checked_jpeg_shape(clean) == decode_image(clean).shape
+    rng = np.random.default_rng(seed)
+    for _ in range(20):
+        data = bytearray(clean)
+        if cut:
+            data = data[: int(rng.integers(len(data) // 3, len(data) - 2))]
+        else:
+            pos = int(rng.integers(len(data) // 2, len(data) - 2))
+            data[pos] ^= 1 << int(rng.integers(8))
+        data = bytes(data)
+        assert (checked_jpeg_shape(data) is not None) == _strict_full_decode_ok(data)
+
+
+def test_a_camera_frame_is_decoded_as_before() -> None:
+    """decode_frame: a clean JPEG as a JpegFrame whose pixels are image_array's; a damaged one
+    decoded (or refused) at once, as image_array does."""
+    from simconform.bag import messages
+    from simconform.verify.camera import JpegFrame, decode_frame
+
+    data = encode_jpeg(_image(3, 48, 64, True), 90, "4:2:0")
+    msg = messages.compressed(data, 1, "cam")
+    frame = decode_frame(msg)
+    assert isinstance(frame, JpegFrame) and frame.shape == (48, 64, 3)
+    assert np.array_equal(frame.pixels(), messages.image_array(msg))
+    cut = messages.compressed(data[: len(data) // 2], 1, "cam")
+    with pytest.raises(OSError):
+        messages.image_array(cut)
+    with pytest.raises(OSError):
+        decode_frame(cut)
