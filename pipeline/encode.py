@@ -35,12 +35,11 @@ def decode_image(data: bytes) -> np.ndarray:
     path adds its chunked reads and a copy out of its own image. A JPEG that libjpeg-turbo
     would not give as Pillow does (CMYK, YCCK), a damaged one and every other format go
     through Pillow."""
-    if data[:2] == b"\xff\xd8":
-        try:
-            if simplejpeg.decode_jpeg_header(data)[2] in ("YCbCr", "Gray"):
-                return simplejpeg.decode_jpeg(data, colorspace="RGB")
-        except ValueError:
-            pass  # damaged: Pillow decodes what it can, or raises its own error, as before
+    try:
+        if _turbo_size(data) is not None:
+            return simplejpeg.decode_jpeg(data, colorspace="RGB")
+    except ValueError:
+        pass  # damaged: Pillow decodes what it can, or raises its own error, as before
     with Image.open(io.BytesIO(data)) as im:
         return np.asarray(im if im.mode == "RGB" else im.convert("RGB"))  # no copy of an RGB one
 
@@ -52,16 +51,23 @@ def checked_jpeg_shape(data: bytes) -> tuple[int, int, int] | None:
     decode refuses is refused, at 0.95-1.0 against 1.8 ms a demo frame. 1,000 single-bit
     flips and a truncation of demo frames were refused by both or by neither. None for what
     `decode_image` would hand to Pillow (another format or colour space, a damaged JPEG)."""
-    if data[:2] != b"\xff\xd8":
-        return None
     try:
-        h, w, colorspace, _ = simplejpeg.decode_jpeg_header(data)
-        if colorspace not in ("YCbCr", "Gray"):
+        size = _turbo_size(data)
+        if size is None:
             return None
         simplejpeg.decode_jpeg(data, colorspace="RGB", min_height=1, min_width=1)
     except ValueError:
         return None
-    return h, w, 3
+    return (*size, 3)
+
+
+def _turbo_size(data: bytes) -> tuple[int, int] | None:
+    """(h, w) of a JPEG that libjpeg-turbo decodes as Pillow does (YCbCr or grey: not CMYK or
+    YCCK), from its header; None for anything else. A damaged header raises ValueError."""
+    if data[:2] != b"\xff\xd8":
+        return None
+    h, w, colorspace, _ = simplejpeg.decode_jpeg_header(data)
+    return (h, w) if colorspace in ("YCbCr", "Gray") else None
 
 
 class EncodeStage:
