@@ -156,11 +156,17 @@ def test_two_writers_on_one_out(tmp_path: Path) -> None:
         lock = out / ".simconform" / "lock"
         wait_while_running(first, lambda: lock.is_file() and str(first.pid) in lock.read_text())
         wait_while_running(first, lambda: (out / "run.json").is_file())
-        second = cli("run", "--spec", CORE, "--duration", "1", "--out", str(out), "--force")
+        # Held stopped while the others try: a quick first run could otherwise finish (and
+        # release the lock) before they start, which failed this test once in CI.
+        os.kill(first.pid, signal.SIGSTOP)
+        try:
+            second = cli("run", "--spec", CORE, "--duration", "1", "--out", str(out), "--force")
+            again = cli("verify", str(out))
+        finally:
+            os.kill(first.pid, signal.SIGCONT)
         assert second.returncode == 2
         line = one_error_line(second.stderr)
         assert f"pid {first.pid} (simconform run --spec" in line and "being written" in line
-        again = cli("verify", str(out))
         assert again.returncode == 2 and f"pid {first.pid}" in one_error_line(again.stderr)
         _, err = first.communicate(timeout=300)
     finally:
