@@ -144,22 +144,31 @@ def _cloud_checked(msg) -> tuple[np.ndarray, list[str]]:
     return raw, names
 
 
-def imu(s: ImuTruth, stamp: int, frame_id: str, accel_var, gyro_var, with_orientation: bool):
-    ocov = np.zeros(9)
-    if not with_orientation:
-        ocov[0] = -1.0  # REP 145: orientation not provided
+def diagonal_covariance(var) -> np.ndarray:
+    """A message's row-major 3 x 3 covariance with `var` on its diagonal."""
+    return np.diag(np.asarray(var, dtype=float)).ravel()
+
+
+_NO_ORIENTATION = np.array([-1.0, 0, 0, 0, 0, 0, 0, 0, 0])  # REP 145: orientation not provided
+_ZERO9 = np.zeros(9)
+
+
+def imu(s: ImuTruth, stamp: int, frame_id: str, accel_cov, gyro_cov, with_orientation: bool):
+    """`accel_cov`, `gyro_cov`: 9-element covariances (diagonal_covariance), shared by every
+    message of a sensor, as the arrays above are: messages are serialised, never changed."""
     return T[IMU](
         header=header(stamp, frame_id),
         orientation=_quat(s.orientation if with_orientation else (0.0, 0.0, 0.0, 1.0)),
-        orientation_covariance=ocov,
+        orientation_covariance=_ZERO9 if with_orientation else _NO_ORIENTATION,
         angular_velocity=_vec3(s.gyro),
-        angular_velocity_covariance=np.diag(np.asarray(gyro_var, dtype=float)).ravel(),
+        angular_velocity_covariance=gyro_cov,
         linear_acceleration=_vec3(s.accel),
-        linear_acceleration_covariance=np.diag(np.asarray(accel_var, dtype=float)).ravel(),
+        linear_acceleration_covariance=accel_cov,
     )
 
 
-def navsat(lla, stamp: int, frame_id: str, enu_var):
+def navsat(lla, stamp: int, frame_id: str, position_cov):
+    """`position_cov`: the 9-element ENU covariance (diagonal_covariance)."""
     status = T["sensor_msgs/msg/NavSatStatus"]
     fix = T[NAVSATFIX]
     return fix(
@@ -168,7 +177,7 @@ def navsat(lla, stamp: int, frame_id: str, enu_var):
         latitude=float(lla[0]),
         longitude=float(lla[1]),
         altitude=float(lla[2]),
-        position_covariance=np.diag(np.asarray(enu_var, dtype=float)).ravel(),
+        position_covariance=position_cov,
         position_covariance_type=fix.COVARIANCE_TYPE_DIAGONAL_KNOWN,
     )
 

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
-import pymap3d
 from scipy.spatial.transform import Rotation
 
 from simconform.adapters.base import CameraTruth, GnssTruth, ImuTruth, LidarTruth, OdomTruth
 from simconform.bag import cloud, messages
+from simconform.bag.geodetic import EnuToGeodetic
 from simconform.bag.writer import BagRecorder, TumWriter
 from simconform.frames import Pose
 from simconform.pipeline.noise import se2_increment
@@ -36,7 +36,16 @@ class SensorRecorder:
         self.frame = spec.frame(name)
         self.base = spec.base_frame
         self.bag = bag
-        self.origin = world.origin
+        self.cov: tuple[np.ndarray, ...] = ()
+        if isinstance(self.s, ImuSpec):  # the messages' covariances, the same for every sample
+            self.cov = tuple(
+                messages.diagonal_covariance(np.square(n.sigma))
+                for n in (self.s.noise.accel, self.s.noise.gyro)
+            )
+        elif isinstance(self.s, GnssSpec):
+            self.cov = (messages.diagonal_covariance(np.square(self.s.noise.position.sigma)),)
+            o = world.origin
+            self.to_geodetic = EnuToGeodetic(o.lat, o.lon, o.alt)
         self.gt = TumWriter(gt_dir / f"{name}.tum")
         self.mount = Pose.from_xyz_rpy(self.s.mount.xyz, self.s.mount.rpy)
         self.prev: dict[str, OdomTruth] = {}
@@ -132,13 +141,11 @@ class SensorRecorder:
             off = s.stamp_offset_ns()
             return cloud.cloud(sample, t_ns + off, self.frame, s.point_time, off)
         if isinstance(sample, ImuTruth):
-            av = np.square(s.noise.accel.sigma)
-            gv = np.square(s.noise.gyro.sigma)
-            return messages.imu(sample, t_ns, self.frame, av, gv, with_orientation=which == "truth")
+            ac, gc = self.cov
+            return messages.imu(sample, t_ns, self.frame, ac, gc, with_orientation=which == "truth")
         if isinstance(sample, GnssTruth):
-            o = self.origin
-            lla = pymap3d.enu2geodetic(*sample.enu, o.lat, o.lon, o.alt)
-            return messages.navsat(lla, t_ns, self.frame, np.square(s.noise.position.sigma))
+            lla = self.to_geodetic(*(float(v) for v in sample.enu))
+            return messages.navsat(lla, t_ns, self.frame, self.cov[0])
         if isinstance(sample, OdomTruth):
             prev = self.prev.get(which)
             twist = np.zeros(3) if prev is None else se2_increment(prev, sample) * s.rate_hz
