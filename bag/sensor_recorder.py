@@ -37,6 +37,7 @@ class SensorRecorder:
         self.base = spec.base_frame
         self.bag = bag
         self.cov: tuple[np.ndarray, ...] = ()
+        self._topics: list[tuple[str, str]] | None = None
         if isinstance(self.s, ImuSpec):  # the messages' covariances, the same for every sample
             self.cov = tuple(
                 messages.diagonal_covariance(np.square(n.sigma))
@@ -64,7 +65,13 @@ class SensorRecorder:
     }
 
     def topics(self) -> list[tuple[str, str]]:
-        """Every (topic, type) this sensor writes, published first, then truth."""
+        """Every (topic, type) this sensor writes, published first, then truth (computed once:
+        every message asks)."""
+        if self._topics is None:
+            self._topics = self._make_topics()
+        return self._topics
+
+    def _make_topics(self) -> list[tuple[str, str]]:
         pub, truth = self.spec.data_topics(self.name)
         if isinstance(self.s, CameraSpec):
             img = messages.COMPRESSED if self.s.encoding == "jpeg" else messages.IMAGE
