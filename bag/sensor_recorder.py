@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
-from scipy.spatial.transform import Rotation
 
 from simconform.adapters.base import CameraTruth, GnssTruth, ImuTruth, LidarTruth, OdomTruth
 from simconform.bag import cloud, messages
@@ -134,7 +133,7 @@ class SensorRecorder:
             return
         yield topics[0][0], topics[0][1], self._msg(sample, t_ns, "pub")
         if self.tf_estimate and isinstance(sample, OdomTruth):
-            q = Pose(np.zeros(3), Rotation.from_euler("z", sample.yaw)).quat()  # as /odom's
+            q = messages.yaw_quat(sample.yaw)  # /odom's orientation, the same bits
             xyz = (sample.x, sample.y, 0.0)
             yield (
                 "/tf",
