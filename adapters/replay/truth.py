@@ -104,12 +104,16 @@ class Recompute:
             return our_cloud(lt, t, sn.frame, timed=False), grid
         sample = self.feeds[sn.name].get(t)
         if isinstance(sample, ImuTruth):
-            av, gv = np.square(s.noise.accel.sigma), np.square(s.noise.gyro.sigma)
-            return messages.imu(sample, t, sn.frame, av, gv, with_orientation=True), None
+            ac, gc = (
+                messages.diagonal_covariance(np.square(n.sigma))
+                for n in (s.noise.accel, s.noise.gyro)
+            )
+            return messages.imu(sample, t, sn.frame, ac, gc, with_orientation=True), None
         if isinstance(sample, GnssTruth):
             o = self.world.origin
             lla = pymap3d.enu2geodetic(*sample.enu, o.lat, o.lon, o.alt)
-            return messages.navsat(lla, t, sn.frame, np.square(s.noise.position.sigma)), None
+            cov = messages.diagonal_covariance(np.square(s.noise.position.sigma))
+            return messages.navsat(lla, t, sn.frame, cov), None
         if isinstance(sample, OdomTruth):
             prev = self.prev_odom.get(sn.name)
             twist = np.zeros(3) if prev is None else se2_increment(prev, sample) * s.rate_hz
