@@ -149,17 +149,17 @@ def diagonal_covariance(var) -> np.ndarray:
     return np.diag(np.asarray(var, dtype=float)).ravel()
 
 
-_NO_ORIENTATION = np.array([-1.0, 0, 0, 0, 0, 0, 0, 0, 0])  # REP 145: orientation not provided
-_ZERO9 = np.zeros(9)
-
-
 def imu(s: ImuTruth, stamp: int, frame_id: str, accel_cov, gyro_cov, with_orientation: bool):
-    """`accel_cov`, `gyro_cov`: 9-element covariances (diagonal_covariance), shared by every
-    message of a sensor, as the arrays above are: messages are serialised, never changed."""
+    """`accel_cov`, `gyro_cov`: 9-element covariances (diagonal_covariance). The definition:
+    the recorder writes these with bag/packed.py's ImuPacker, tested byte for byte against it
+    (as navsat, odometry and transforms are)."""
+    ocov = np.zeros(9)
+    if not with_orientation:
+        ocov[0] = -1.0  # REP 145: orientation not provided
     return T[IMU](
         header=header(stamp, frame_id),
         orientation=_quat(s.orientation if with_orientation else (0.0, 0.0, 0.0, 1.0)),
-        orientation_covariance=_ZERO9 if with_orientation else _NO_ORIENTATION,
+        orientation_covariance=ocov,
         angular_velocity=_vec3(s.gyro),
         angular_velocity_covariance=gyro_cov,
         linear_acceleration=_vec3(s.accel),

@@ -16,6 +16,7 @@ import numpy as np
 from simconform.adapters.base import CameraTruth, GnssTruth, ImuTruth, LidarTruth, OdomTruth
 from simconform.bag import cloud, messages
 from simconform.bag.geodetic import EnuToGeodetic
+from simconform.bag.packed import ImuPacker, NavSatPacker, OdometryPacker, TfPacker
 from simconform.bag.writer import BagRecorder, TumWriter
 from simconform.frames import Pose
 from simconform.pipeline.noise import se2_increment
@@ -35,17 +36,22 @@ class SensorRecorder:
         self.frame = spec.frame(name)
         self.base = spec.base_frame
         self.bag = bag
-        self.cov: tuple[np.ndarray, ...] = ()
         self._topics: list[tuple[str, str]] | None = None
-        if isinstance(self.s, ImuSpec):  # the messages' covariances, the same for every sample
-            self.cov = tuple(
-                messages.diagonal_covariance(np.square(n.sigma))
-                for n in (self.s.noise.accel, self.s.noise.gyro)
+        # a light sensor's messages are packed, not built and serialized (bag/packed.py)
+        cov = messages.diagonal_covariance
+        if isinstance(self.s, ImuSpec):
+            noise = self.s.noise
+            self.imu = ImuPacker(
+                self.frame, cov(np.square(noise.accel.sigma)), cov(np.square(noise.gyro.sigma))
             )
         elif isinstance(self.s, GnssSpec):
-            self.cov = (messages.diagonal_covariance(np.square(self.s.noise.position.sigma)),)
+            self.navsat = NavSatPacker(self.frame, cov(np.square(self.s.noise.position.sigma)))
             o = world.origin
             self.to_geodetic = EnuToGeodetic(o.lat, o.lon, o.alt)
+        elif isinstance(self.s, OdomSpec):
+            self.odom = OdometryPacker("odom", self.base)
+            self.odom_var = np.square(self.s.noise.increment.sigma) * self.s.rate_hz
+            self.tf = TfPacker()
         self.gt = TumWriter(gt_dir / f"{name}.tum")
         self.mount = Pose.from_xyz_rpy(self.s.mount.xyz, self.s.mount.rpy)
         self.prev: dict[str, OdomTruth] = {}
@@ -135,11 +141,7 @@ class SensorRecorder:
         if self.tf_estimate and isinstance(sample, OdomTruth):
             q = messages.yaw_quat(sample.yaw)  # /odom's orientation, the same bits
             xyz = (sample.x, sample.y, 0.0)
-            yield (
-                "/tf",
-                messages.TFMESSAGE,
-                messages.transforms([(t_ns, "odom", self.base, xyz, q)]),
-            )
+            yield "/tf", messages.TFMESSAGE, self.tf.pack([(t_ns, "odom", self.base, xyz, q)])
 
     def _msg(self, sample, t_ns: int, which: str):
         s = self.s
@@ -147,17 +149,14 @@ class SensorRecorder:
             off = s.stamp_offset_ns()
             return cloud.cloud(sample, t_ns + off, self.frame, s.point_time, off)
         if isinstance(sample, ImuTruth):
-            ac, gc = self.cov
-            return messages.imu(sample, t_ns, self.frame, ac, gc, with_orientation=which == "truth")
+            return self.imu.pack(sample, t_ns, with_orientation=which == "truth")
         if isinstance(sample, GnssTruth):
-            lla = self.to_geodetic(*(float(v) for v in sample.enu))
-            return messages.navsat(lla, t_ns, self.frame, self.cov[0])
+            return self.navsat.pack(self.to_geodetic(*map(float, sample.enu)), t_ns)
         if isinstance(sample, OdomTruth):
             prev = self.prev.get(which)
             twist = np.zeros(3) if prev is None else se2_increment(prev, sample) * s.rate_hz
             self.prev[which] = sample
-            var = np.square(s.noise.increment.sigma) * s.rate_hz
-            return messages.odometry(sample, twist, t_ns, "odom", self.base, var)
+            return self.odom.pack(sample, twist, t_ns, self.odom_var)
         raise TypeError(type(sample).__name__)
 
     def close(self) -> None:

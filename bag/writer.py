@@ -84,9 +84,11 @@ class BagRecorder:
             )
 
     def push(self, topic: str, msgtype: str, msg, log_ns: int) -> None:
-        """Queue a message; it is written once the clock passes log_ns."""
+        """Queue a message (or its CDR bytes: bag/packed.py); it is written once the clock
+        passes log_ns."""
         self.connection(topic, msgtype)
-        data = TYPESTORE.serialize_cdr(msg, msgtype)  # a memoryview: written, never copied
+        # serialize_cdr gives a memoryview: written, never copied
+        data = msg if isinstance(msg, bytes) else TYPESTORE.serialize_cdr(msg, msgtype)
         heapq.heappush(self.heap, (int(log_ns), self.seq, topic, data))
         self.seq += 1
 

@@ -32,6 +32,7 @@ from simconform.adapters.base import (
 )
 from simconform.bag import messages
 from simconform.bag.objects import ObjectsRecorder, objects_lidar
+from simconform.bag.packed import TfPacker
 from simconform.bag.sensor_recorder import SensorRecorder
 from simconform.bag.writer import BagRecorder, TumWriter
 from simconform.budget import Estimate, estimate
@@ -341,6 +342,7 @@ def _record(
         for n, rec in zip(names, recorders)
     ]
     tf_feed = Feed(None, "tf", TF_RATE_HZ, inp, Pose.identity())
+    tf_packer = TfPacker()
     # /tf's odom -> base_link is the estimate /odom publishes (sensor_recorder), so /tf and
     # /odom agree; truth has a frame of its own, map -> truth/<base>. Without an odometry
     # sensor there is no estimate, and odom -> base_link is the truth
@@ -361,8 +363,7 @@ def _record(
                     items = [(t, "map", truth_base, xyz, q)]
                     if not estimated:
                         items.append((t, "odom", spec.base_frame, xyz, q))
-                    tf = messages.transforms(items)
-                    bag.push("/tf", messages.TFMESSAGE, tf, t)
+                    bag.push("/tf", messages.TFMESSAGE, tf_packer.pack(items), t)
                     base_gt.write(t, xyz, q)
                 else:
                     try:
