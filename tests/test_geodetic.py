@@ -45,16 +45,23 @@ def test_the_special_points_too() -> None:
     for xyz in cases:
         want = tuple(float(v) for v in pymap3d.ecef2geodetic(*xyz))
         assert same_bits(ecef_to_geodetic(*xyz), want), xyz
+    # where r**2 (pow) and r * r differ in the last bit: found by hypothesis
+    enu, origin = (
+        (72.6016542190082, 72.6016542190082, -331.48502813674963),
+        (50.1327015685, 0, 5620.5),
+    )
+    assert same_bits(EnuToGeodetic(*origin)(*enu), pymap3d_lla(enu, *origin))
     # a rover at the pole, and one driving a kilometre down into the Earth
     for lat0, enu in [(90.0, (0.0, 0.0, 1.0)), (-90.0, (3.0, -4.0, 0.0)), (45.0, (0, 0, -1e3))]:
         assert same_bits(EnuToGeodetic(lat0, 10.0, 0.0)(*enu), pymap3d_lla(enu, lat0, 10.0, 0.0))
 
 
 def test_demo_scale_points_agree_in_bulk() -> None:
-    """20,000 points of a rover's scale (metres to kilometres from the origin)."""
+    """3,000 points of a rover's scale (metres to kilometres from the origin), each converted
+    by pymap3d alone, as the recorder did (pymap3d on arrays squares r differently: its bits
+    differ from its own one-point results now and then)."""
     rng = np.random.default_rng(7)
-    for lat0, lon0, alt0 in rng.uniform([-89, -180, -100], [89, 180, 3000], (20, 3)):
+    for lat0, lon0, alt0 in rng.uniform([-89, -180, -100], [89, 180, 3000], (10, 3)):
         f = EnuToGeodetic(lat0, lon0, alt0)
-        enu = rng.normal(size=(1000, 3)) * [500.0, 500.0, 20.0]
-        want = np.column_stack(pymap3d.enu2geodetic(*enu.T, lat0, lon0, alt0))
-        assert np.array_equal(np.array([f(*p) for p in enu]), want)
+        for enu in rng.normal(size=(300, 3)) * [500.0, 500.0, 20.0]:
+            assert same_bits(f(*enu), pymap3d_lla(enu, lat0, lon0, alt0)), (enu, lat0, lon0)
