@@ -12,8 +12,19 @@ from simconform.bag.packed import ImuPacker, NavSatPacker, OdometryPacker, TfPac
 
 frame = st.text(min_size=0, max_size=24)  # any length (each pads differently), UTF-8 too
 value = st.floats(allow_nan=True, allow_infinity=True, width=64)
-vec = st.lists(value, min_size=3, max_size=3).map(np.array)
-quat = st.lists(value, min_size=4, max_size=4).map(np.array)
+value32 = st.floats(allow_nan=True, allow_infinity=True, width=32)
+
+
+def vectors(n: int):
+    """float64 and float32 arrays (a backend's sample may hold either) and plain tuples."""
+    return st.one_of(
+        st.lists(value, min_size=n, max_size=n).map(np.array),
+        st.lists(value32, min_size=n, max_size=n).map(lambda v: np.array(v, np.float32)),
+        st.lists(value, min_size=n, max_size=n).map(tuple),
+    )
+
+
+vec, quat = vectors(3), vectors(4)
 variance = st.lists(st.floats(0, 1e6), min_size=3, max_size=3).map(np.array)
 stamp = st.integers(0, 2**31 * 1_000_000_000 - 1)  # header.stamp.sec is an int32
 
