@@ -15,11 +15,13 @@ import struct
 
 import numpy as np
 
-from simconform.adapters.base import ImuTruth, OdomTruth
-from simconform.bag.messages import yaw_quat
+from simconform.adapters.base import GnssTruth, ImuTruth, OdomTruth
+from simconform.bag.geodetic import EnuToGeodetic
+from simconform.bag.messages import diagonal_covariance, yaw_quat
+from simconform.pipeline.noise import se2_increment
+from simconform.spec import GnssSpec, ImuSpec, OdomSpec
 
 _CDR_LE = b"\x00\x01\x00\x00"  # encapsulation: plain CDR, little-endian
-_SIZE = {"b": 1, "B": 1, "H": 2, "i": 4, "I": 4, "d": 8}
 
 
 def _layout(parts: list) -> struct.Struct:
@@ -29,9 +31,10 @@ def _layout(parts: list) -> struct.Struct:
     fmt, at = ["<4s"], 0
     for p in parts:
         code, n = ("I", 1) if isinstance(p, bytes) else p
-        pad = -at % _SIZE[code]
+        size = struct.calcsize("<" + code)
+        pad = -at % size
         fmt.append(f"{pad}x{n}{code}" if pad else f"{n}{code}")
-        at += pad + _SIZE[code] * n
+        at += pad + size * n
         if isinstance(p, bytes):
             fmt.append(f"{len(p) + 1}s")
             at += len(p) + 1
@@ -89,18 +92,20 @@ class NavSatPacker:
 class OdometryPacker:
     """nav_msgs/Odometry of one sensor (bag/messages.py `odometry`)."""
 
-    def __init__(self, frame_id: str, child: str) -> None:
+    def __init__(self, frame_id: str, child: str, var) -> None:
+        """`var`: the (x, y, yaw) variances of the pose covariance, the same for every sample."""
         self.frame, self.child = frame_id.encode(), child.encode()
         self.st = _layout([*_header(self.frame), self.child, ("d", 85)])
-
-    def pack(self, s: OdomTruth, twist: np.ndarray, stamp_ns: int, var) -> bytes:
         cov = [0.0] * 36
         cov[0], cov[7], cov[35] = float(var[0]), float(var[1]), float(var[2])
+        self.cov = tuple(cov)
+
+    def pack(self, s: OdomTruth, twist: np.ndarray, stamp_ns: int) -> bytes:
         t = _floats(twist)
         return self.st.pack(
             _CDR_LE, *_stamp(stamp_ns), len(self.frame) + 1, self.frame,
             len(self.child) + 1, self.child, float(s.x), float(s.y), 0.0,
-            *yaw_quat(s.yaw).tolist(), *cov, t[0], t[1], 0.0, 0.0, 0.0, t[2], *(0.0,) * 36,
+            *yaw_quat(s.yaw).tolist(), *self.cov, t[0], t[1], 0.0, 0.0, 0.0, t[2], *(0.0,) * 36,
         )  # fmt: skip
 
 
@@ -125,3 +130,39 @@ class TfPacker:
             values += _floats(xyz)
             values += _floats(q)
         return st.pack(*values)
+
+
+class LightMessages:
+    """A light sensor's samples (IMU, GNSS, odometry) as its messages' CDR bytes: what the
+    recorder writes for truth and published, and replay for its recomputed truth."""
+
+    def __init__(self, spec: ImuSpec | GnssSpec | OdomSpec, frame_id: str, base: str, origin):
+        self.s = spec
+        noise = spec.noise
+        if isinstance(spec, ImuSpec):
+            a, g = (diagonal_covariance(np.square(n.sigma)) for n in (noise.accel, noise.gyro))
+            self.imu = ImuPacker(frame_id, a, g)
+        elif isinstance(spec, GnssSpec):
+            cov = diagonal_covariance(np.square(noise.position.sigma))
+            self.navsat = NavSatPacker(frame_id, cov)
+            self.to_geodetic = EnuToGeodetic(origin.lat, origin.lon, origin.alt)
+        elif isinstance(spec, OdomSpec):
+            var = np.square(noise.increment.sigma) * spec.rate_hz
+            self.odom = OdometryPacker("odom", base, var)
+        else:
+            raise TypeError(type(spec).__name__)
+        self.prev: dict[str, OdomTruth] = {}  # an odometry stream's previous sample
+
+    def message(self, sample, t_ns: int, which: str = "truth") -> bytes:
+        """`which`: the stream ("truth", "pub"); truth IMU messages carry the orientation, and
+        each odometry stream's twist is its increment from that stream's previous sample."""
+        if isinstance(sample, ImuTruth):
+            return self.imu.pack(sample, t_ns, with_orientation=which == "truth")
+        if isinstance(sample, GnssTruth):
+            return self.navsat.pack(self.to_geodetic(*map(float, sample.enu)), t_ns)
+        if isinstance(sample, OdomTruth):
+            prev = self.prev.get(which)
+            twist = np.zeros(3) if prev is None else se2_increment(prev, sample) * self.s.rate_hz
+            self.prev[which] = sample
+            return self.odom.pack(sample, twist, t_ns)
+        raise TypeError(type(sample).__name__)

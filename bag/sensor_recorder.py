@@ -11,15 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
-import numpy as np
-
 from simconform.adapters.base import CameraTruth, GnssTruth, ImuTruth, LidarTruth, OdomTruth
 from simconform.bag import cloud, messages
-from simconform.bag.geodetic import EnuToGeodetic
-from simconform.bag.packed import ImuPacker, NavSatPacker, OdometryPacker, TfPacker
+from simconform.bag.packed import LightMessages, TfPacker
 from simconform.bag.writer import BagRecorder, TumWriter
 from simconform.frames import Pose
-from simconform.pipeline.noise import se2_increment
 from simconform.spec import CameraSpec, GnssSpec, ImuSpec, LidarSpec, OdomSpec, Spec
 from simconform.world import World
 
@@ -38,23 +34,11 @@ class SensorRecorder:
         self.bag = bag
         self._topics: list[tuple[str, str]] | None = None
         # a light sensor's messages are packed, not built and serialized (bag/packed.py)
-        cov = messages.diagonal_covariance
-        if isinstance(self.s, ImuSpec):
-            noise = self.s.noise
-            self.imu = ImuPacker(
-                self.frame, cov(np.square(noise.accel.sigma)), cov(np.square(noise.gyro.sigma))
-            )
-        elif isinstance(self.s, GnssSpec):
-            self.navsat = NavSatPacker(self.frame, cov(np.square(self.s.noise.position.sigma)))
-            o = world.origin
-            self.to_geodetic = EnuToGeodetic(o.lat, o.lon, o.alt)
-        elif isinstance(self.s, OdomSpec):
-            self.odom = OdometryPacker("odom", self.base)
-            self.odom_var = np.square(self.s.noise.increment.sigma) * self.s.rate_hz
-            self.tf = TfPacker()
+        if isinstance(self.s, ImuSpec | GnssSpec | OdomSpec):
+            self.light = LightMessages(self.s, self.frame, self.base, world.origin)
+        self.tf = TfPacker()
         self.gt = TumWriter(gt_dir / f"{name}.tum")
         self.mount = Pose.from_xyz_rpy(self.s.mount.xyz, self.s.mount.rpy)
-        self.prev: dict[str, OdomTruth] = {}
         self.captures = 0
         self.published = 0
         # the spec's first odometry sensor also broadcasts its estimate on /tf (odom ->
@@ -148,15 +132,8 @@ class SensorRecorder:
         if isinstance(sample, LidarTruth):
             off = s.stamp_offset_ns()
             return cloud.cloud(sample, t_ns + off, self.frame, s.point_time, off)
-        if isinstance(sample, ImuTruth):
-            return self.imu.pack(sample, t_ns, with_orientation=which == "truth")
-        if isinstance(sample, GnssTruth):
-            return self.navsat.pack(self.to_geodetic(*map(float, sample.enu)), t_ns)
-        if isinstance(sample, OdomTruth):
-            prev = self.prev.get(which)
-            twist = np.zeros(3) if prev is None else se2_increment(prev, sample) * s.rate_hz
-            self.prev[which] = sample
-            return self.odom.pack(sample, twist, t_ns, self.odom_var)
+        if isinstance(sample, ImuTruth | GnssTruth | OdomTruth):
+            return self.light.message(sample, t_ns, which)
         raise TypeError(type(sample).__name__)
 
     def close(self) -> None:

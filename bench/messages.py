@@ -42,7 +42,7 @@ def main() -> None:
     to_lla = EnuToGeodetic(*lla0)
     lla = to_lla(*enu)
     ip, npk, tp = ImuPacker("imu", acov, gcov), NavSatPacker("gnss", gcov), TfPacker()
-    op = OdometryPacker("odom", "base_link")
+    op = OdometryPacker("odom", "base_link", var)
     cases = [
         (
             "Imu",
@@ -56,7 +56,7 @@ def main() -> None:
         ),
         (
             "Odometry",
-            lambda: op.pack(odom, twist, STAMP, var),
+            lambda: op.pack(odom, twist, STAMP),
             lambda: bytes(
                 m.serialize(m.odometry(odom, twist, STAMP, "odom", "base_link", var), m.ODOMETRY)
             ),

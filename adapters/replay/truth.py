@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pymap3d
 
 from simconform.adapters.base import GnssTruth, ImuTruth, OdomTruth
 from simconform.adapters.reference import ReferenceBackend
@@ -21,11 +20,10 @@ from simconform.adapters.replay.convert import our_cloud
 from simconform.adapters.replay.motion import PoseStream
 from simconform.adapters.replay.pairing import RayGrid
 from simconform.adapters.replay.state import Sensor
-from simconform.bag import messages
 from simconform.bag.cloud import deskew
+from simconform.bag.packed import LightMessages
 from simconform.bag.writer import TumWriter
 from simconform.frames import Pose
-from simconform.pipeline.noise import se2_increment
 from simconform.spec import LidarSpec, Spec
 from simconform.world import World
 
@@ -73,7 +71,7 @@ class Recompute:
                 self.feeds[sn.name] = TruthFeed(
                     self.backend, sn.name, np.array(need, np.int64), motion.shifted(sn.offset_ns)
                 )
-        self.prev_odom: dict[str, OdomTruth] = {}  # the previous odometry truth per sensor
+        self.light: dict[str, LightMessages] = {}  # a vector sensor's truth messages
 
     def capture(
         self, sn: Sensor, t: int, ray_ns: np.ndarray | None = None
@@ -103,25 +101,11 @@ class Recompute:
             grid = RayGrid.from_truth(lt.points, lt.directions, s.rings.elevations())
             return our_cloud(lt, t, sn.frame, timed=False), grid
         sample = self.feeds[sn.name].get(t)
-        if isinstance(sample, ImuTruth):
-            ac, gc = (
-                messages.diagonal_covariance(np.square(n.sigma))
-                for n in (s.noise.accel, s.noise.gyro)
+        if sn.name not in self.light:
+            self.light[sn.name] = LightMessages(
+                s, sn.frame, self.spec.base_frame, self.world.origin
             )
-            return messages.imu(sample, t, sn.frame, ac, gc, with_orientation=True), None
-        if isinstance(sample, GnssTruth):
-            o = self.world.origin
-            lla = pymap3d.enu2geodetic(*sample.enu, o.lat, o.lon, o.alt)
-            cov = messages.diagonal_covariance(np.square(s.noise.position.sigma))
-            return messages.navsat(lla, t, sn.frame, cov), None
-        if isinstance(sample, OdomTruth):
-            prev = self.prev_odom.get(sn.name)
-            twist = np.zeros(3) if prev is None else se2_increment(prev, sample) * s.rate_hz
-            self.prev_odom[sn.name] = sample
-            var = np.square(s.noise.increment.sigma) * s.rate_hz
-            msg = messages.odometry(sample, twist, t, "odom", self.spec.base_frame, var)
-            return msg, None
-        raise TypeError(type(sample).__name__)
+        return self.light[sn.name].message(sample, t), None
 
 
 def write_gt(gt_dir: Path, motion: PoseStream, sensors: list[Sensor]) -> None:
