@@ -1,7 +1,8 @@
 """What a capture worker's result costs the run's process to receive: pipe against shared memory.
 
-A worker returns a batch of ten demo camera frames (640 x 480 rgb8 truth and its noisy copy:
-9.2 MB) per task, as the capture pool's workers do. The same worker (simconform.lifeline's
+A worker returns a batch of ten demo camera frames per task, as the capture pool's workers do:
+each a 640 x 480 rgb8 truth with its float32 depth, and its noisy copy (the pixels and a
+53 KB JPEG, the demo's mean): 30 MB a batch. The same worker (simconform.lifeline's
 start method and set-up, simconform.slots as simconform.prefetch uses it) sends BATCHES
 batches back through the executor's result pipe, then through slots of a shared-memory
 segment; this process's CPU time and the wall are printed per way and as a ratio. The worker
@@ -21,9 +22,11 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 
 from simconform import slots
+from simconform.adapters.base import CameraTruth
 from simconform.lifeline import become_worker, end_pool, worker_context
 
 SHAPE = (480, 640, 3)  # the demo camera's frame
+JPEG = 53 << 10  # the demo's JPEG frames' mean size
 PER_BATCH = 10  # captures per task: one second of the 10 Hz camera
 _ring: tuple[str | None, int] = (None, 0)
 
@@ -38,7 +41,10 @@ def _init(parent: int, ring: tuple[str | None, int]) -> None:
 def _batch(first: int, slot: int | None):
     """Ten (truth, noisy) frame pairs, as the capture pool returns them."""
     frames = [
-        (np.full(SHAPE, (first + j) % 251, np.uint8), np.full(SHAPE, j, np.uint8))
+        (
+            CameraTruth(np.full(SHAPE, (first + j) % 251, np.uint8), np.ones(SHAPE[:2], "f4")),
+            CameraTruth(np.full(SHAPE, j, np.uint8), None, bytes([j]) * JPEG),
+        )
         for j in range(PER_BATCH)
     ]
     name, size = _ring
@@ -46,7 +52,7 @@ def _batch(first: int, slot: int | None):
 
 
 def measure(frames: int, shared: bool) -> dict:
-    size = 2 * PER_BATCH * int(np.prod(SHAPE)) + (1 << 20)
+    size = 2 * PER_BATCH * int(np.prod(SHAPE)) * 7 // 3 + (1 << 20)  # as prefetch sizes it
     ring = slots.Ring(3, size) if shared else slots.Ring(0, 0)
     if shared and ring.name is None:
         raise SystemExit("/dev/shm has no room for the segment here")
@@ -79,7 +85,8 @@ def measure(frames: int, shared: bool) -> dict:
 
 def _check(first: int, work) -> None:
     got = work.result()
-    assert len(got) == PER_BATCH and got[0][0][0, 0, 0] == first % 251
+    assert len(got) == PER_BATCH and got[0][0].image[0, 0, 0] == first % 251
+    assert len(got[-1][1].encoded) == JPEG
 
 
 def main() -> None:

@@ -6,10 +6,12 @@ at a time into a fresh buffer the size of what is left: 2,000 frames and their n
 cost the run's process 3.6 CPU-s and 11 s of wall to receive, against 0.56 CPU-s through
 shared memory (`python bench/transfer.py`, docs/resources.md).
 So each task is given a slot of one shared segment: the worker pickles its result with
-protocol 5, places the arrays' buffers (the out-of-band ones numpy offers) in the slot and
-sends only the rest; the run's process copies them out while it unpickles, and the slot is
-free once the result is in. A buffer that does not fit, a task given no slot, or a machine
-whose /dev/shm cannot hold the segment, falls back to the pipe: same objects either way.
+protocol 5, places the arrays' buffers (the out-of-band ones numpy offers) in the slot, and
+the rest too when it is 64 KB or more (bytes that pickle keeps in band: a demo batch's JPEG
+frames); the pipe carries only where they are. The run's process copies them out while it
+unpickles, and the slot is free once the result is in. A buffer that does not fit, a task
+given no slot, or a machine whose /dev/shm cannot hold the segment, falls back to the pipe:
+same objects either way.
 """
 
 from __future__ import annotations
@@ -115,10 +117,26 @@ class Slotted:
             return False
 
         data = pickle.dumps(self.value, protocol=5, buffer_callback=place)
+        if len(data) >= SMALL and off + len(data) <= end:
+            # the rest too (a demo batch's ten JPEG frames, 530 KB): through the pipe it
+            # would be read 64 KB at a time into fresh buffers, as the arrays were
+            mem[off : off + len(data)] = data
+            return _unpack_placed, (self.name, off, len(data), tuple(spans))
         return _unpack, (self.name, data, tuple(spans))
+
+
+def _buffers(mem: memoryview, spans: tuple[tuple[int, int], ...]) -> list[bytearray]:
+    return [bytearray(mem[o : o + n]) for o, n in spans]
 
 
 def _unpack(name: str, data: bytes, spans: tuple[tuple[int, int], ...]):
     """In the run's process: the result, its buffers copied out of the slot."""
     mem = _hosted[name].buf
-    return pickle.loads(data, buffers=[bytearray(mem[o : o + n]) for o, n in spans])
+    return pickle.loads(data, buffers=_buffers(mem, spans))
+
+
+def _unpack_placed(name: str, at: int, size: int, spans: tuple[tuple[int, int], ...]):
+    """`_unpack` for a result whose pickle is in the slot too (at `at`, `size` bytes)."""
+    mem = _hosted[name].buf
+    with mem[at : at + size] as data:  # released at once: the segment can close
+        return pickle.loads(data, buffers=_buffers(mem, spans))

@@ -61,6 +61,22 @@ def test_large_arrays_leave_the_pipe() -> None:
         ring.close()
 
 
+def test_a_large_rest_leaves_the_pipe_too() -> None:
+    """Bytes that pickle keeps in band (a batch's JPEG frames) go in the slot when it has room;
+    without room the same objects come through the pipe."""
+    jpegs = [bytes([j]) * (53 << 10) for j in range(10)]
+    value = [(np.full(100 << 10, j, np.uint8), jpeg) for j, jpeg in enumerate(jpegs)]
+    for size, through_pipe in ((2 << 20), False), ((1 << 20) + (200 << 10), True):
+        ring = slots.Ring(1, size)
+        try:
+            got, sent = _roundtrip(value, ring)
+            assert (sent > 500_000) is through_pipe
+            for (a, ja), (b, jb) in zip(value, got):
+                assert np.array_equal(a, b) and ja == jb
+        finally:
+            ring.close()
+
+
 def test_no_room_means_the_pipe() -> None:
     """A segment /dev/shm cannot hold is not made: the pool then sends results as before."""
     free = os.statvfs("/dev/shm")
