@@ -6,7 +6,8 @@ on both alike, and prints per run: wall seconds
 of the whole command (recording + verification), the recording's wall (run.json wall_s), the
 CPU seconds of every process of the run (the CLI and its capture workers, read from /proc
 while they live), the real-time factor (simulated seconds / wall seconds) and the verdict;
-then the best wall of each J and the ratio jobs1/jobs2. Say the load (`uptime`) with the
+then the best wall of each J, the ratio jobs1/jobs2, and the most that ratio could be on this
+machine's CPUs (no run is shorter than its CPU-s over the CPUs). Say the load (`uptime`) with the
 figures: on a busy machine they measure the machine as much as the run.
 
 With `--baseline PYTHON` (the interpreter of a venv holding an older simconform, e.g. a
@@ -128,6 +129,15 @@ def main() -> None:
         print(
             f"jobs2/jobs1 speed-up: {best[1] / best[2]:.2f}x whole command, "
             f"{rec[1] / rec[2]:.2f}x recording"
+        )
+        # no run is shorter than its CPU spread over every CPU: that bounds what --jobs 2
+        # can gain over --jobs 1's best (on 2 CPUs --jobs 1 already keeps both busy)
+        cpus = len(os.sched_getaffinity(0))
+        fastest = min((r for r in rows if r["jobs"] == 2), key=lambda r: r["wall_s"])
+        print(
+            f"the most --jobs 2 could give on {cpus} CPUs: {best[1] * cpus / fastest['cpu_s']:.2f}x"
+            f" (--jobs 1's best wall over the best --jobs 2 run's {fastest['cpu_s']:.1f} CPU-s"
+            f" / {cpus})"
         )
 
 
