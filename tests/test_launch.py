@@ -43,6 +43,26 @@ def test_no_server_where_no_worker_will_start(two_cpus, argv: list[str]) -> None
     assert launch.early_preload(argv) is None
 
 
+@pytest.mark.parametrize(
+    ("kinds", "server"),
+    [(["lidar", "camera", "imu"], True), (["lidar", "imu"], False), (["camera"], False)],
+)
+def test_verify_starts_a_server_only_for_a_camera_beside_other_sensors(
+    two_cpus, tmp_path: Path, kinds: list[str], server: bool
+) -> None:
+    """verify judges a camera in a worker only beside other sensors (budget.offloaded): the
+    run's manifest says which it holds; where it cannot tell, the server is started."""
+    sensors = {f"s{i}": {"type": k} for i, k in enumerate(kinds)}
+    (tmp_path / "run.json").write_text(json.dumps({"spec_content": {"sensors": sensors}}))
+    want = lifeline.VERIFY_PRELOAD if server else None
+    assert launch.early_preload(["verify", str(tmp_path)]) == want
+    assert launch.early_preload(["verify", "--confidence", "0.9", str(tmp_path)]) == want
+    assert launch.early_preload(["verify", str(tmp_path), "--json"]) == want
+    (tmp_path / "run.json").write_text("{not json")
+    assert launch.early_preload(["verify", str(tmp_path)]) == lifeline.VERIFY_PRELOAD
+    assert launch.early_preload(["verify", str(tmp_path / "nothing")]) == lifeline.VERIFY_PRELOAD
+
+
 def test_one_cpu_starts_no_server(monkeypatch) -> None:
     monkeypatch.setattr(launch, "usable_cpus", lambda: 1)
     assert launch.early_preload(["run"]) is None
