@@ -2,15 +2,13 @@
 
 The figures are drawn after every sample is judged, so the second core is idle while one
 process lays out text in matplotlib (the 200 s demo: eight figures, about 3.4 s on the
-2026-12-05 host). Where the process can fork and may use two CPUs, two forked children draw
-about half of them each (largest first, each to the lighter side) while this process waits:
-drawing in this process raised its peak memory by 35 MB, over the 300 MB that issue 17 allows
-verify on a 1,000 s run (2026-12-06), and a child's drawing leaves this process's memory as it
-was. A process with other threads (a Ray worker, a campaign's pool worker) draws them alone.
-A fork, not a pool: a child starts with the report, the samples and matplotlib already in
-memory, in milliseconds. Each figure is a file written by one process alone, byte-identical
-to the serial drawing (`tests/test_report.py`). Where a child fails for any reason, this
-process draws its share itself, so an error is raised here with its traceback.
+2026-12-05 host). Where the process can fork and may use two CPUs, a forked child draws
+about half of them (largest first, each to the lighter side) while this process draws the
+rest. A process with other threads (a Ray worker, a campaign's pool worker) draws them
+alone. A fork, not a pool: the child starts with the report, the samples and matplotlib
+already in memory, in milliseconds. Each figure is a file written by one process alone,
+byte-identical to the serial drawing (`tests/test_report.py`). Where the child fails for any
+reason, this process draws its share itself, so an error is raised here with its traceback.
 """
 
 from __future__ import annotations
@@ -42,33 +40,7 @@ def draw(figures: list[Figure], fork: bool | None = None) -> list[Path | None]:
 
     if not fork or not hasattr(os, "fork"):
         return [made(i) for i in range(len(figures))]
-    shares = [share for share in _split([w for _f, _a, w in figures]) if share]
-    kids: list[tuple[int, int]] = []  # (pid, read end) per share, 0 once waited for
-    results: dict[int, Path | None] = {}
-    try:
-        for share in shares:
-            kids.append(_fork(made, share))
-        for k, ((pid, read), share) in enumerate(zip(kids, shares)):
-            with os.fdopen(read, "rb") as fh:
-                data = fh.read()
-            _pid, status = os.waitpid(pid, 0)
-            kids[k] = (0, read)
-            got = pickle.loads(data) if os.waitstatus_to_exitcode(status) == 0 and data else None
-            if got is None or len(got) != len(share):  # the child failed: draw its share here
-                got = [made(i) for i in share]
-            results.update(zip(share, got))
-    finally:
-        for pid, _read in kids:  # an error or Ctrl-C here: the children go too
-            if pid:
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
-                    os.waitpid(pid, 0)
-    return [results[i] for i in range(len(figures))]
-
-
-def _fork(made: Callable[[int], Path | None], share: list[int]) -> tuple[int, int]:
-    """A child that draws `share` and sends back its results: (its pid, the pipe's read end).
-    The write end is closed here at once, so a later child does not hold it open."""
+    mine, theirs = _split([w for _f, _a, w in figures])
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: draw its share, send the results, leave without cleanup
@@ -77,18 +49,33 @@ def _fork(made: Callable[[int], Path | None], share: list[int]) -> tuple[int, in
             os.close(read)
             die_with_parent()
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-            out = pickle.dumps([made(i) for i in share])
+            out = pickle.dumps([made(i) for i in theirs])
             with os.fdopen(write, "wb") as fh:
                 fh.write(out)
             code = 0
         finally:
             os._exit(code)
     os.close(write)
-    return pid, read
+    try:
+        with os.fdopen(read, "rb") as fh:
+            results = {i: made(i) for i in mine}
+            data = fh.read()
+        _pid, status = os.waitpid(pid, 0)
+        pid = 0
+        got = pickle.loads(data) if os.waitstatus_to_exitcode(status) == 0 and data else None
+    finally:
+        if pid:  # an error or Ctrl-C here: the child goes too
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+    if got is None or len(got) != len(theirs):  # the child failed: draw its share here
+        got = [made(i) for i in theirs]
+    results.update(zip(theirs, got))
+    return [results[i] for i in range(len(figures))]
 
 
 def _split(weights: list[float]) -> tuple[list[int], list[int]]:
-    """Indices for the two children: largest first, each to the lighter side."""
+    """Indices for this process and for the child: largest first, each to the lighter side."""
     sides: tuple[list[int], list[int]] = ([], [])
     load = [0.0, 0.0]
     for i in sorted(range(len(weights)), key=lambda i: -weights[i]):
