@@ -125,18 +125,13 @@ class Slotted:
         return _unpack, (self.name, data, tuple(spans))
 
 
-def _buffers(mem: memoryview, spans: tuple[tuple[int, int], ...]) -> list[bytearray]:
-    return [bytearray(mem[o : o + n]) for o, n in spans]
-
-
-def _unpack(name: str, data: bytes, spans: tuple[tuple[int, int], ...]):
+def _unpack(name: str, data, spans: tuple[tuple[int, int], ...]):
     """In the run's process: the result, its buffers copied out of the slot."""
     mem = _hosted[name].buf
-    return pickle.loads(data, buffers=_buffers(mem, spans))
+    return pickle.loads(data, buffers=[bytearray(mem[o : o + n]) for o, n in spans])
 
 
 def _unpack_placed(name: str, at: int, size: int, spans: tuple[tuple[int, int], ...]):
     """`_unpack` for a result whose pickle is in the slot too (at `at`, `size` bytes)."""
-    mem = _hosted[name].buf
-    with mem[at : at + size] as data:  # released at once: the segment can close
-        return pickle.loads(data, buffers=_buffers(mem, spans))
+    with _hosted[name].buf[at : at + size] as data:  # released at once: the segment can close
+        return _unpack(name, data, spans)
