@@ -11,10 +11,10 @@ normality check its p_value.
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import binom
 
 from simconform.verify import stats, streaming
 from simconform.verify import tolerances as tl
+from simconform.verify.distributions import binom_ppf
 from simconform.verify.pairing import Pair, Unpaired
 from simconform.verify.series import SeriesStats
 
@@ -80,8 +80,8 @@ def quantile_estimate(x: np.ndarray, q: float, level: float) -> stats.Estimate:
     if n < 2:
         return stats.Estimate(float("nan"), (float("nan"), float("nan")), n, level)
     a = (1 - level) / 2
-    lo = int(max(binom.ppf(a, n, q) - 1, 0))
-    hi = int(min(binom.ppf(1 - a, n, q), n - 1))
+    lo = int(max(binom_ppf(a, n, q) - 1, 0))
+    hi = int(min(binom_ppf(1 - a, n, q), n - 1))
     s = np.sort(x)
     return stats.Estimate(float(np.quantile(x, q)), (float(s[lo]), float(s[hi])), n, level)
 

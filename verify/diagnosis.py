@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 
-from scipy.stats import binom
+from simconform.verify.distributions import binom_sf
 
 MIN_SHARE_OF_SQ = 0.5
 P_OUTLIERS = 1e-3
@@ -103,7 +103,7 @@ def _diagnose_series(sensor: dict, series: str, names: dict[str, str]) -> None:
     frac0, share = rob.get("normal_outlier_fraction"), rob.get("outlier_share_of_sq")
     rs = rob.get("robust_sigma")
     if n and k is not None and frac0 is not None and share is not None:
-        p = float(binom.sf(k - 1, n, frac0)) if k > 0 else 1.0
+        p = float(binom_sf(k - 1, n, frac0)) if k > 0 else 1.0
         robust_ok = _inside(rs, std.get("tolerance", [None, None]))
         if p < P_OUTLIERS and share >= MIN_SHARE_OF_SQ and robust_ok:
             where = _worst_groups(sensor, "per_ring", "ring") + _worst_groups(

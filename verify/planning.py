@@ -24,9 +24,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from scipy import stats
-
 from simconform.spec import CameraSpec, GnssSpec, ImuSpec, LidarSpec, OdomSpec, Spec
+from simconform.verify import distributions as dist
 from simconform.verify import power as pw
 from simconform.verify import stats as vstats
 from simconform.verify import tolerances as tl
@@ -164,11 +163,11 @@ def _series(
         # path's mean square), which no count averages away: mean(x^2) taken as normal
         sd = math.sqrt(var_sq / n + walk**4 * t * t / 3 + 4 * bias**2 * walk**2 * t / 3)
         al = 1 - lv
-        lo_m = a * float(stats.chi2.ppf(1 - al / 2, nu)) / nu
-        hi_m = b * float(stats.chi2.ppf(al / 2, nu)) / nu
+        lo_m = a * float(dist.chi2_ppf(1 - al / 2, nu)) / nu
+        hi_m = b * float(dist.chi2_ppf(al / 2, nu)) / nu
         if hi_m <= lo_m:
             return 0.0
-        return float(stats.norm.cdf((hi_m - theta) / sd) - stats.norm.cdf((lo_m - theta) / sd))
+        return float(dist.norm_cdf((hi_m - theta) / sd) - dist.norm_cdf((lo_m - theta) / sd))
 
     walk_why = "the walk realised in one run moves it by more than the band allows" if walk else ""
     out = [
@@ -260,7 +259,7 @@ RATE = "capture stamps are exact (k / rate): the period's interval is +-1 ns, 3 
 def _truncnorm_cdf(x: float, j: float, k: float) -> float:
     if j == 0:
         return float(x >= 0)
-    return float(stats.truncnorm.cdf(x / j, -k, k))
+    return dist.truncnorm_cdf(x / j, k)
 
 
 def _lidar(s: LidarSpec, counts: _Counts, lv: float) -> list[_Model]:

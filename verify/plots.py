@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import norm
+
+from simconform.verify.distributions import norm_pdf
 
 MAX_HIST = 50_000
 
@@ -89,7 +90,7 @@ def hist_axis(ax, name: str, f: dict, title: str, rng=None) -> None:
         x = np.linspace(lo, hi, 400)
         ax.plot(
             x,
-            norm.pdf(x, b, s),
+            norm_pdf(x, b, s),
             "k-",
             lw=1.5,
             label=label,
@@ -98,7 +99,7 @@ def hist_axis(ax, name: str, f: dict, title: str, rng=None) -> None:
             c, sc = f["bias"], f["sigma"]
             ax.plot(
                 x,
-                norm.pdf(x, c, sc),
+                norm_pdf(x, c, sc),
                 "--",
                 color="#888888",
                 lw=1,

@@ -30,7 +30,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
+
+from simconform.verify import distributions as dist
 
 QUAD = 256  # chi-square quantiles integrated over in mean_t
 N_CAP = 10**9  # samples: beyond this a metric is reported as not becoming conclusive
@@ -57,7 +59,7 @@ def mean_t(
         half = _z(level) * math.sqrt(sigma**2 / n + extra)
         sd = math.sqrt(sigma**2 / n + extra_true)
         return (
-            max(0.0, 2 * float(stats.norm.cdf((h - half) / sd)) - 1) if sd > 0 else float(half <= h)
+            max(0.0, 2 * float(dist.norm_cdf((h - half) / sd)) - 1) if sd > 0 else float(half <= h)
         )
     nu = n - 1
     t = float(special.stdtrit(nu, 0.5 + level / 2))
@@ -113,7 +115,7 @@ def wilson(n: float, p: float, lo: float, hi: float, level: float) -> float:
     inside = (wl >= lo - eps) & (wh <= hi + eps)
     if p <= 0 or p >= 1:
         return float(inside[0])
-    return float(stats.binom.pmf(ks[inside], n, p).sum())
+    return float(dist.binom_pmf(ks[inside], n, p).sum())
 
 
 def order_stat(n: float, q: float, f_lo: float, f_hi: float, level: float) -> float:
@@ -123,17 +125,17 @@ def order_stat(n: float, q: float, f_lo: float, f_hi: float, level: float) -> fl
     if n < 2:
         return 0.0
     a = (1 - level) / 2
-    lo_i = int(max(stats.binom.ppf(a, n, q) - 1, 0))
-    hi_i = int(min(stats.binom.ppf(1 - a, n, q), n - 1))
+    lo_i = int(max(dist.binom_ppf(a, n, q) - 1, 0))
+    hi_i = int(min(dist.binom_ppf(1 - a, n, q), n - 1))
     # PASS iff s[lo_i] >= L (at most lo_i samples below L) and s[hi_i] <= U (at most
     # n - 1 - hi_i samples above U); the counts below and above are multinomial
     if f_lo <= 0 and f_hi <= 0:
         return 1.0
     i = np.arange(0, lo_i + 1)
-    p_i = stats.binom.pmf(i, n, f_lo) if f_lo > 0 else (i == 0).astype(float)
+    p_i = dist.binom_pmf(i, n, f_lo) if f_lo > 0 else (i == 0).astype(float)
     rest = 1 - f_lo
     cond = f_hi / rest if rest > 0 else 0.0
-    above = stats.binom.cdf(n - 1 - hi_i, n - i, cond) if cond > 0 else np.ones_like(p_i)
+    above = dist.binom_cdf(n - 1 - hi_i, n - i, cond) if cond > 0 else np.ones_like(p_i)
     return float(np.clip((p_i * above).sum(), 0.0, 1.0))
 
 

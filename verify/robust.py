@@ -25,8 +25,8 @@ import math
 
 import numpy as np
 from numba import njit
-from scipy import stats as sps
 
+from simconform.verify import distributions as dist
 from simconform.verify import stats
 
 K_OUTLIER = 4.0
@@ -41,8 +41,8 @@ SAMPLE = 200_000
 
 def _trim_factor(trim: float = TRIM) -> float:
     """std of a normal with trim/2 cut from each tail, in sigmas (0.9335 at 5 %)."""
-    z = float(sps.norm.ppf(1 - trim / 2))
-    return float(sps.truncnorm.std(-z, z))
+    z = float(dist.norm_ppf(1 - trim / 2))
+    return dist.truncnorm_std(z)
 
 
 TRIM_FACTOR = _trim_factor()
@@ -82,9 +82,9 @@ class Moments:
         var = m2 * n / (n - 1)
         mean = self.shift + a1
         if extra_var_of_mean > 0:
-            half = float(sps.norm.ppf(0.5 + level / 2)) * math.sqrt(var / n + extra_var_of_mean)
+            half = float(dist.norm_ppf(0.5 + level / 2)) * math.sqrt(var / n + extra_var_of_mean)
         else:
-            half = float(sps.t.ppf(0.5 + level / 2, n - 1)) * math.sqrt(var / n)
+            half = float(dist.t_ppf(0.5 + level / 2, n - 1)) * math.sqrt(var / n)
         return stats.Estimate(mean, (mean - half, mean + half), n, level)
 
     def std_ci(self, level: float) -> stats.Estimate:
@@ -95,8 +95,8 @@ class Moments:
         _, m2, _, _ = self._central()
         ss = m2 * n
         a = 1 - level
-        lo = ss / float(sps.chi2.ppf(1 - a / 2, n - 1))
-        hi = ss / float(sps.chi2.ppf(a / 2, n - 1))
+        lo = ss / float(dist.chi2_ppf(1 - a / 2, n - 1))
+        hi = ss / float(dist.chi2_ppf(a / 2, n - 1))
         return stats.Estimate(math.sqrt(ss / (n - 1)), (math.sqrt(lo), math.sqrt(hi)), n, level)
 
     def rmse_ci(self, level: float) -> stats.Estimate:
@@ -218,8 +218,8 @@ def robust_summary(h: Histogram, level: float, group: int | None = None) -> dict
     c = h.centres()
     low = float(h.below.sum() if group is None else h.below[group])
     a = (1 - level) / 2
-    lo_r = max(sps.binom.ppf(a, n, 0.5) - 1, 0) - low
-    hi_r = min(sps.binom.ppf(1 - a, n, 0.5), n - 1) - low
+    lo_r = max(dist.binom_ppf(a, n, 0.5) - 1, 0) - low
+    hi_r = min(dist.binom_ppf(1 - a, n, 0.5), n - 1) - low
     med = _quantile_at_rank(counts, c, (n - 1) / 2 - low)
     if math.isnan(med):
         return res | {"median": None, "outside_grid": int(out_n)}
@@ -259,7 +259,7 @@ def robust_summary(h: Histogram, level: float, group: int | None = None) -> dict
             outliers=int(n_out),
             outlier_fraction=n_out / n,
             outlier_share_of_sq=(out_sq + osq) / (sq + osq) if sq + osq > 0 else None,
-            normal_outlier_fraction=float(2 * sps.norm.sf(K_OUTLIER)),
+            normal_outlier_fraction=float(2 * dist.norm_sf(K_OUTLIER)),
         )
     return res
 

@@ -15,13 +15,13 @@ the statistics.
 
 from __future__ import annotations
 
-import inspect
 import math
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import stats
+
+from simconform.verify import distributions as dist
 
 __all__ = [
     "Estimate",
@@ -76,8 +76,8 @@ def _mean_var(x: np.ndarray) -> tuple[float, float]:
 def _chi2_var_interval(sum_sq: float, dof: int, level: float) -> tuple[float, float]:
     """Interval for a variance from a sum of squares distributed as variance * chi2(dof)."""
     a = 1.0 - level
-    return sum_sq / float(stats.chi2.ppf(1.0 - a / 2, dof)), sum_sq / float(
-        stats.chi2.ppf(a / 2, dof)
+    return sum_sq / float(dist.chi2_ppf(1.0 - a / 2, dof)), sum_sq / float(
+        dist.chi2_ppf(a / 2, dof)
     )
 
 
@@ -98,10 +98,10 @@ def mean_ci(x: ArrayLike, level: float = 0.95, extra_var_of_mean: float = 0.0) -
         return _nan(n, level)
     mean, var = _mean_var(x)
     if extra_var_of_mean > 0:
-        q = float(stats.norm.ppf(0.5 + level / 2))
+        q = float(dist.norm_ppf(0.5 + level / 2))
         half = q * math.sqrt(var / n + extra_var_of_mean)
     else:
-        q = float(stats.t.ppf(0.5 + level / 2, n - 1))
+        q = float(dist.t_ppf(0.5 + level / 2, n - 1))
         half = q * math.sqrt(var / n)
     return Estimate(mean, (mean - half, mean + half), n, level)
 
@@ -170,8 +170,8 @@ def rmse_interval(mean_sq: float, var_sq: float, n: int, level: float) -> Estima
         return Estimate(rms, (rms, rms), n, level)
     nu = min(2.0 * n * mean_sq * mean_sq / var_sq, 1e12)
     a = 1 - level
-    lo = nu * mean_sq / float(stats.chi2.ppf(1 - a / 2, nu))
-    hi = nu * mean_sq / float(stats.chi2.ppf(a / 2, nu))
+    lo = nu * mean_sq / float(dist.chi2_ppf(1 - a / 2, nu))
+    hi = nu * mean_sq / float(dist.chi2_ppf(a / 2, nu))
     return Estimate(rms, (math.sqrt(lo), math.sqrt(hi)), n, level)
 
 
@@ -186,7 +186,7 @@ def wilson(k: int, n: int, level: float = 0.95) -> Estimate:
         raise ValueError(f"need 0 <= k <= n, got k={k!r}, n={n!r}")
     if n == 0:
         return _nan(0, level)
-    z = float(stats.norm.ppf(0.5 + level / 2))
+    z = float(dist.norm_ppf(0.5 + level / 2))
     p = k / n
     z2n = z * z / n
     centre = (p + z2n / 2) / (1 + z2n)
@@ -225,7 +225,7 @@ def rate_from_stamps(stamps_ns: np.ndarray, level: float = 0.95) -> Estimate:
         raise ValueError("stamps must span a positive time")
     d = dt - mean_dt
     var = float(d @ d) / (n - 2)
-    half = float(stats.t.ppf(0.5 + level / 2, n - 2)) * math.sqrt(var / (n - 1))
+    half = float(dist.t_ppf(0.5 + level / 2, n - 2)) * math.sqrt(var / (n - 1))
     lo_dt, hi_dt = mean_dt - half, mean_dt + half
     hi = 1.0 / lo_dt if lo_dt > 0 else math.inf
     return Estimate(1.0 / mean_dt, (1.0 / hi_dt, hi), n, level)
@@ -245,7 +245,7 @@ def rate_from_intervals(dt_ns: np.ndarray, level: float = 0.95) -> Estimate:
         raise ValueError("stamps must span a positive time")
     d = dt - mean_dt
     var = float(d @ d) / (m - 1)
-    half = float(stats.t.ppf(0.5 + level / 2, m - 1)) * math.sqrt(var / m)
+    half = float(dist.t_ppf(0.5 + level / 2, m - 1)) * math.sqrt(var / m)
     lo_dt, hi_dt = mean_dt - half, mean_dt + half
     hi = 1.0 / lo_dt if lo_dt > 0 else math.inf
     return Estimate(1.0 / mean_dt, (1.0 / hi_dt, hi), m + 1, level)
@@ -281,8 +281,8 @@ def rate_from_periods(
     m = keep.size
     med = float(np.median(keep))
     a = (1.0 - level) / 2
-    lo_i = int(max(stats.binom.ppf(a, m, 0.5) - 1, 0))
-    hi_i = int(min(stats.binom.ppf(1 - a, m, 0.5), m - 1))
+    lo_i = int(max(dist.binom_ppf(a, m, 0.5) - 1, 0))
+    hi_i = int(min(dist.binom_ppf(1 - a, m, 0.5), m - 1))
     p_lo = max(float(keep[lo_i]) - resolution_ns, 0.5 * resolution_ns)
     p_hi = float(keep[hi_i]) + resolution_ns
     jitter = 1.4826 * float(np.median(np.abs(keep - med))) / math.sqrt(2.0) * 1e-9
@@ -361,10 +361,7 @@ def truncnorm_mean_std(sigma: float, k: float) -> tuple[float, float]:
         raise ValueError(f"k must be > 0, got {k!r}")
     if sigma == 0:
         return 0.0, 0.0
-    return 0.0, float(stats.truncnorm.std(-k, k, loc=0.0, scale=sigma))
-
-
-_ANDERSON_HAS_METHOD = "method" in inspect.signature(stats.anderson).parameters
+    return 0.0, sigma * dist.truncnorm_std(k)
 
 
 def _anderson_case3_pvalue(a2: float, n: int) -> float:
@@ -388,8 +385,9 @@ def anderson_normal(x: ArrayLike, max_n: int = 5000, seed: int = 0) -> tuple[flo
 
     At most `max_n` samples (a seeded random subsample) are tested: with millions of points any
     float32 quantisation is detected, which says nothing about the noise model. The statistic
-    is scipy's; the p-value is the continuous D'Agostino & Stephens case-3 formula, because
-    scipy's method='interpolate' clips p to its table's range [0.01, 0.15]. Fewer than 2
+    is scipy.stats.anderson's (computed in verify/distributions.py); the p-value is the
+    continuous D'Agostino & Stephens case-3 formula, because scipy's method='interpolate'
+    clips p to its table's range [0.01, 0.15]. Fewer than 2
     samples, or constant data, -> (nan, nan).
     """
     if max_n < 2:
@@ -401,10 +399,7 @@ def anderson_normal(x: ArrayLike, max_n: int = 5000, seed: int = 0) -> tuple[flo
     n = x.size
     if n < 2 or float(x.max()) == float(x.min()):
         return math.nan, math.nan
-    if _ANDERSON_HAS_METHOD:
-        a2 = float(stats.anderson(x, "norm", method="interpolate").statistic)
-    else:  # scipy < 1.17: no method argument, statistic only
-        a2 = float(stats.anderson(x, "norm").statistic)
+    a2 = dist.anderson_norm_statistic(x)
     return a2, _anderson_case3_pvalue(a2, n)
 
 

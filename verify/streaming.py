@@ -38,8 +38,8 @@ import math
 from collections.abc import Iterator
 
 import numpy as np
-from scipy import stats as sps
 
+from simconform.verify import distributions as dist
 from simconform.verify import stats
 
 CAP = 1 << 14  # distinct values a Counts holds before its grid coarsens (~1.5 MB)
@@ -104,9 +104,9 @@ class Welford:
             return _nan(n, level)
         var = self.var()
         if extra_var_of_mean > 0:
-            half = float(sps.norm.ppf(0.5 + level / 2)) * math.sqrt(var / n + extra_var_of_mean)
+            half = float(dist.norm_ppf(0.5 + level / 2)) * math.sqrt(var / n + extra_var_of_mean)
         else:
-            half = float(sps.t.ppf(0.5 + level / 2, n - 1)) * math.sqrt(var / n)
+            half = float(dist.t_ppf(0.5 + level / 2, n - 1)) * math.sqrt(var / n)
         return stats.Estimate(self.mean, (self.mean - half, self.mean + half), n, level)
 
     def std_ci(self, level: float) -> stats.Estimate:
@@ -138,7 +138,7 @@ class Welford:
 def chi2_var_interval(sum_sq: float, dof: int, level: float) -> tuple[float, float]:
     """Interval for a variance from a sum of squares distributed as variance * chi2(dof)."""
     a = 1.0 - level
-    return sum_sq / float(sps.chi2.ppf(1 - a / 2, dof)), sum_sq / float(sps.chi2.ppf(a / 2, dof))
+    return sum_sq / float(dist.chi2_ppf(1 - a / 2, dof)), sum_sq / float(dist.chi2_ppf(a / 2, dof))
 
 
 class Counts:
@@ -197,8 +197,8 @@ def quantile_ci(
     if n < 2:
         return _nan(n, level)
     a = (1 - level) / 2
-    lo = int(max(sps.binom.ppf(a, n, q) - 1, 0))
-    hi = int(min(sps.binom.ppf(1 - a, n, q), n - 1))
+    lo = int(max(dist.binom_ppf(a, n, q) - 1, 0))
+    hi = int(min(dist.binom_ppf(1 - a, n, q), n - 1))
     cum = np.cumsum(counts)
     ci = (order_stat(values, cum, lo) - resolution, order_stat(values, cum, hi) + resolution)
     return stats.Estimate(quantile(values, counts, q), ci, n, level)
@@ -219,8 +219,8 @@ def rate_from_counts(c: Counts, level: float) -> tuple[stats.Estimate, float, in
     med = quantile(values, counts, 0.5)
     a = (1.0 - level) / 2
     cum = np.cumsum(counts)
-    lo_i = int(max(sps.binom.ppf(a, m, 0.5) - 1, 0))
-    hi_i = int(min(sps.binom.ppf(1 - a, m, 0.5), m - 1))
+    lo_i = int(max(dist.binom_ppf(a, m, 0.5) - 1, 0))
+    hi_i = int(min(dist.binom_ppf(1 - a, m, 0.5), m - 1))
     res = 1.0 + (c.width - 1) / 2  # the stamps' 1 ns, and half a grid cell beyond exact
     p_lo = max(order_stat(values, cum, lo_i) - res, 0.5 * res)
     p_hi = order_stat(values, cum, hi_i) + res

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from simconform.spec import Latency, Tolerances
+from simconform.verify.distributions import truncnorm_ppf
 
 
 def sigma_band(sigma: float, tol: Tolerances) -> tuple[float, float]:
@@ -46,10 +47,8 @@ def latency_quantile_ms(lat: Latency, q: float) -> float:
     """Quantile of fixed + N(0, jitter) truncated to +-k jitter, in ms."""
     if lat.jitter_ms == 0:
         return lat.fixed_ms
-    from scipy.stats import truncnorm
-
     k = lat.jitter_truncation
-    return float(lat.fixed_ms + lat.jitter_ms * truncnorm.ppf(q, -k, k))
+    return float(lat.fixed_ms + lat.jitter_ms * truncnorm_ppf(q, k))
 
 
 def latency_max_ms(lat: Latency) -> float:

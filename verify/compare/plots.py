@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.stats import norm
 
 from simconform.verify.compare.camera import CameraTruthDiff
 from simconform.verify.compare.explain.report import explained_plot
 from simconform.verify.compare.lidar import LidarTruthDiff
 from simconform.verify.compare.published import metric_names
+from simconform.verify.distributions import norm_pdf
 from simconform.verify.plots import (
     MAX_HIST,
     _plt,
@@ -111,7 +111,7 @@ def published_plot(path: Path, sensor: str, fields: dict, metrics: dict) -> Path
         ax.hist(b, bins=bins, density=True, histtype="step", lw=1.2, label="B", color="#cf222e")
         if overlay:
             x = np.linspace(lo, hi, 400)
-            pdf = norm.pdf(x, centre, sigma)
+            pdf = norm_pdf(x, centre, sigma)
             ax.plot(x, pdf, "k--", lw=1, label=label)
         m = metrics.get(name) or metrics.get(metric_names(name)[0], {})
         ks = m.get("ks_p")
