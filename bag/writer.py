@@ -26,7 +26,7 @@ from rosbags.rosbag2 import CompressionFormat, CompressionMode, StoragePlugin
 
 from simconform.bag.messages import TYPESTORE
 from simconform.bag.storage import CrcWriter
-from simconform.trajectory import format_seconds
+from simconform.stamps import format_seconds
 
 STORAGES = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}
 

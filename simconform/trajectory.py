@@ -35,6 +35,7 @@ from scipy.spatial.transform import Rotation, RotationSpline, Slerp
 from simconform.errors import UserError, read_utf8
 from simconform.fields import MAX_COORD_M
 from simconform.frames import Pose, quat_product
+from simconform.stamps import format_seconds
 
 if TYPE_CHECKING:
     from simconform.world import World
@@ -124,13 +125,6 @@ class Trajectory:
             for t, p, qq in zip(self.times_ns, self.positions, q, strict=True):
                 fh.write(f"{format_seconds(int(t))} " + " ".join(f"{v:.9f}" for v in (*p, *qq)))
                 fh.write("\n")
-
-
-def format_seconds(t_ns: int) -> str:
-    """Exact decimal seconds of an integer-nanosecond stamp (TUM and evo read it)."""
-    sign = "-" if t_ns < 0 else ""
-    s, ns = divmod(abs(t_ns), 1_000_000_000)
-    return f"{sign}{s}.{ns:09d}"
 
 
 def _parse(path: Path) -> tuple[list[int], list[list[float]], list[int]]:

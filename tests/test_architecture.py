@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "simconform.spec",
             "simconform.world",
             "simconform.trajectory",
+            "simconform.stamps",
             "simconform.raycast",
             "simconform.meshcast",
             "simconform.slab",

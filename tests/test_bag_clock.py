@@ -15,7 +15,7 @@ from simconform.bag.messages import odom_pose, stamp_ns
 from simconform.bag.reader import SourceBag
 from simconform.errors import UserError
 from simconform.run import DEFAULT_EPOCH_S, RunConfig, run
-from simconform.trajectory import format_seconds
+from simconform.stamps import format_seconds
 
 NS = 1_000_000_000
 SPEC = {

@@ -37,7 +37,7 @@ def test_yaw_quat_is_scipys_canonical_quaternion(yaw: float) -> None:
 def test_tum_lines_are_the_formatted_definition(tmp_path_factory, t, pose, as_array) -> None:
     """TumWriter's one `%` gives the text of formatting each value with `.9f` (as it did)."""
     from simconform.bag.writer import TumWriter
-    from simconform.trajectory import format_seconds
+    from simconform.stamps import format_seconds
 
     xyz, quat = (np.array(pose[:3]), np.array(pose[3:])) if as_array else (pose[:3], pose[3:])
     path = tmp_path_factory.mktemp("tum") / "x.tum"

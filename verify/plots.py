@@ -71,11 +71,13 @@ def predicted(f: dict) -> tuple[float, float, str]:
 
 def hist_axis(ax, name: str, f: dict, title: str, rng=None) -> None:
     """One field's error histogram (density) with the predicted distribution overlaid."""
-    e = np.asarray(f["errors"], dtype=float)
-    e = e[np.isfinite(e)]
+    e = np.asarray(f["errors"])
+    if e.dtype.kind == "f":
+        e = e[np.isfinite(e)]
     unit = f["unit"]
-    if len(e) > MAX_HIST:
+    if len(e) > MAX_HIST:  # integers (a camera's 2.8 M levels) sampled before any float copy
         e = (rng or np.random.default_rng(0)).choice(e, MAX_HIST, replace=False)
+    e = e.astype(float, copy=False)
     if len(e) == 0:
         ax.set_title(f"{title}: no samples")
         ax.axis("off")

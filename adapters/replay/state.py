@@ -12,7 +12,7 @@ from simconform.adapters.replay.pairing import PairStats, RayGrid
 from simconform.adapters.replay.pointtime import PointTime
 from simconform.frames import Pose
 from simconform.spec import ImuSpec, LidarSpec
-from simconform.trajectory import format_seconds
+from simconform.stamps import format_seconds
 
 
 @dataclass

@@ -25,7 +25,7 @@ from rosbags.typesys import Stores, get_types_from_idl, get_types_from_msg, get_
 from rosbags.typesys.store import Typestore
 
 from simconform.bag.messages import TYPESTORE
-from simconform.trajectory import format_seconds
+from simconform.stamps import format_seconds
 
 Buffer = bytes | mmap.mmap
 

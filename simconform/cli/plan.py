@@ -5,12 +5,14 @@ the length `run --duration auto` chooses."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from simconform.cli.common import check_confidence, check_power, stdout_console
-from simconform.runplan import Section
+
+if TYPE_CHECKING:  # runplan loads the whole recording pipeline: not for `simconform verify`
+    from simconform.runplan import Section
 
 
 def plan_command(
@@ -56,6 +58,7 @@ def _length(t: float | None) -> str:
 def plan_sections(plan, span_s: float, run_s: float | None) -> list[Section]:
     """The plan as tables: every metric; per sensor its length and dominating metric, and the
     run's (`run_s`: the length a run is configured with, judged against the plan)."""
+    from simconform.runplan import Section
     from simconform.verify.runlength import joint_power
 
     pct = f"{plan.power:.0%}"

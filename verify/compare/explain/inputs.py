@@ -8,9 +8,12 @@ compare turns into a note and skips the explanation).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from simconform.trajectory import Trajectory
 from simconform.world import World
+
+if TYPE_CHECKING:  # at run time imported where used: it loads scipy.interpolate (13.5 MB)
+    from simconform.trajectory import Trajectory
 
 
 def gazebo_side(manifests: tuple[dict, dict]) -> int | None:
