@@ -201,7 +201,7 @@ def test_reorder_releases_in_stamp_order(stamps, seed):
     assert out == sorted(stamps) and r.late == 0
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(x=series, sigma=st.sampled_from([0.0, 0.5, 3.0]), data=st.data())
 def test_series_robust_equals_robust_of_array(x, sigma, data):
     s = SeriesStats(sigma, 1.0)

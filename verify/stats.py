@@ -32,6 +32,7 @@ __all__ = [
     "rate_from_periods",
     "rate_from_stamps",
     "rmse_ci",
+    "shape",
     "std_ci",
     "std_from_pair_differences",
     "truncnorm_mean_std",
@@ -347,6 +348,14 @@ def allan_blocks(size: int, min_pairs: int = 8) -> tuple[int, int] | None:
 def allan_terms(m: int, dt: float, white_sigma: float) -> tuple[float, float]:
     """E[D^2] = white_term + walk_gain sigma_w^2 for block means of m samples every dt."""
     return 2.0 * white_sigma**2 / m, dt * (2.0 * m * m + 1.0) / (3.0 * m)
+
+
+def shape(n: int, m2: float, m3: float, m4: float) -> tuple[float, float]:
+    """(skewness, excess kurtosis) from population central moments 2-4 of n samples; NaN for
+    fewer than 4 samples or no spread, including a spread whose powers underflow (~1e-141)."""
+    if n < 4 or not m2 * m2 > 0:
+        return math.nan, math.nan
+    return m3 / m2**1.5, m4 / (m2 * m2) - 3.0
 
 
 def truncnorm_mean_std(sigma: float, k: float) -> tuple[float, float]:

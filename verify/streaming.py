@@ -129,10 +129,8 @@ class Welford:
 
     def shape(self) -> tuple[float, float]:
         """(skewness, excess kurtosis), as robust.Moments.shape."""
-        if self.n < 4 or self.m2 <= 0:
-            return math.nan, math.nan
-        m2, m3, m4 = self.m2 / self.n, self.m3 / self.n, self.m4 / self.n
-        return m3 / m2**1.5, m4 / (m2 * m2) - 3.0
+        n = self.n
+        return stats.shape(n, self.m2 / max(n, 1), self.m3 / max(n, 1), self.m4 / max(n, 1))
 
 
 def chi2_var_interval(sum_sq: float, dof: int, level: float) -> tuple[float, float]:
