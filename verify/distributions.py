@@ -73,22 +73,23 @@ def chi2_ppf(q: ArrayLike, df: ArrayLike) -> np.ndarray:
     return 2 * sc.gammaincinv(np.asarray(df, dtype=np.float64) / 2, q)
 
 
-def binom_cdf(k: ArrayLike, n: ArrayLike, p: float) -> np.ndarray:
-    """P(K <= k) for K ~ Bin(n, p) (scipy.stats.binom.cdf, as Boost: 1 - I_p(k + 1, n - k))."""
+def _binom_tail(k: ArrayLike, n: ArrayLike, p: float, beta, below: float, above: float):
+    """beta(k + 1, n - k, p) for integer k in [0, n), `below` under it and `above` over it."""
     k = np.floor(np.asarray(k, dtype=np.float64))
     n = np.asarray(n, dtype=np.float64)
     inside = (k >= 0) & (k < n)
-    v = sc.betaincc(np.where(inside, k + 1, 1.0), np.where(inside, n - k, 1.0), p)
-    return np.where(k < 0, 0.0, np.where(k >= n, 1.0, v))
+    v = beta(np.where(inside, k + 1, 1.0), np.where(inside, n - k, 1.0), p)
+    return np.where(k < 0, below, np.where(k >= n, above, v))
+
+
+def binom_cdf(k: ArrayLike, n: ArrayLike, p: float) -> np.ndarray:
+    """P(K <= k) for K ~ Bin(n, p) (scipy.stats.binom.cdf, as Boost: 1 - I_p(k + 1, n - k))."""
+    return _binom_tail(k, n, p, sc.betaincc, 0.0, 1.0)
 
 
 def binom_sf(k: ArrayLike, n: ArrayLike, p: float) -> np.ndarray:
     """P(K > k) for K ~ Bin(n, p) (scipy.stats.binom.sf: I_p(k + 1, n - k))."""
-    k = np.floor(np.asarray(k, dtype=np.float64))
-    n = np.asarray(n, dtype=np.float64)
-    inside = (k >= 0) & (k < n)
-    v = sc.betainc(np.where(inside, k + 1, 1.0), np.where(inside, n - k, 1.0), p)
-    return np.where(k < 0, 1.0, np.where(k >= n, 0.0, v))
+    return _binom_tail(k, n, p, sc.betainc, 1.0, 0.0)
 
 
 def binom_pmf(k: ArrayLike, n: ArrayLike, p: float) -> np.ndarray:
