@@ -1,9 +1,10 @@
 """The normal, Student t, chi-square, binomial and truncated-normal functions the verifier uses,
 from scipy.special, without importing scipy.stats.
 
-Why not scipy.stats: importing it costs about 20 MB of memory over the scipy.special,
-scipy.interpolate and scipy.optimize the verifier loads anyway (measured 2026-12-07: 166 ->
-185 MB), which put `simconform verify` of a 1,000 s run over issue 17's 300 MB. Each function
+Why not scipy.stats: importing it costs about 20 MB of memory over what the verifier loads
+anyway (measured 2026-12-06 beside numpy, scipy.special, scipy.interpolate, numba and pyplot:
+166 -> 185 MB), which put `simconform verify` of a 1,000 s run over issue 17's 300 MB
+(docs/verification.md#memory). Each function
 is the definition scipy.stats evaluates (scipy 1.17: the `_ppf`, `_cdf`, `_sf` of its
 distributions, and `anderson`'s statistic for the normal), so the values agree to the last bit
 or to a few ulps; tests/test_distributions.py checks each against scipy.stats with hypothesis.
@@ -119,8 +120,8 @@ def binom_ppf(q: float, n: int, p: float) -> float:
         return float(n)
     lo, hi = 0, n  # cdf(n) = 1 >= q
     while lo < hi:
-        mid = (lo + hi) // 2
-        if float(binom_cdf(mid, n, p)) >= q:
+        mid = (lo + hi) // 2  # < n: binom_cdf's inner case, on scalars
+        if float(sc.betaincc(mid + 1.0, float(n - mid), p)) >= q:
             hi = mid
         else:
             lo = mid + 1
