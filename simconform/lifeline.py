@@ -175,9 +175,17 @@ COMMON_PRELOAD = ("simconform.cli", "simconform.verify.reading", "simconform.ver
 """What any pool's worker imports: the command (each worker runs the main module again, and
 for `simconform` that imports the CLI) and verify's reading, which a run's verification
 needs after its capture pool."""
-CAPTURE_PRELOAD = ("simconform.prefetch", "simconform.pipeline.chain", "simconform.jitwarm")
+CAPTURE_PRELOAD = (
+    "simconform.prefetch",
+    "simconform.pipeline.chain",
+    "simconform.jitwarm",
+    "simconform.trajectory",
+    "trimesh",
+)
 """A run's capture workers (simconform/prefetch.py); numba's target readied once in the
-server (simconform/jitwarm.py)."""
+server (simconform/jitwarm.py); what each worker's initializer loads: the trajectory (with
+scipy.interpolate, 0.3 s a worker) and, for a world with meshes, trimesh (with scipy.ndimage
+and scipy.sparse.csgraph, 0.09 s), once in the server instead of in every worker."""
 
 
 def capture_preload(backend: str, entry: str) -> tuple[str, ...]:
