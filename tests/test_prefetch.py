@@ -58,3 +58,31 @@ def test_kill_returns_when_a_worker_died_halfway_through_sending_a_result() -> N
     os.write(writer.fileno(), struct.pack("!i", 1 << 20) + b"\0" * 64)  # a header, then silence
     time.sleep(0.5)  # the reader is now inside recv(), waiting for the other 1 MiB
     assert _closes_within(pool, 60), "close(kill=True) hung on a half-sent result"
+
+
+def test_the_fork_server_preloads_what_a_workers_initializer_imports() -> None:
+    """The capture workers fork from a server that imported `capture_preload`: what a worker's
+    initializer loads (the demo's world with its mesh, its trajectory) must already be there,
+    or every worker imports it again (scipy.interpolate 0.3 s, trimesh 0.09 s each, which the
+    CLI's imports had brought into the server by accident until 2c1be42)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import importlib, sys\n"
+        "from simconform.lifeline import COMMON_PRELOAD, capture_preload\n"
+        "from simconform.registry import BACKENDS\n"
+        "for m in COMMON_PRELOAD + capture_preload('reference', BACKENDS['reference']):\n"
+        "    importlib.import_module(m)\n"
+        "before = set(sys.modules)\n"
+        "from simconform.demo import DEMO_TRAJECTORY, DEMO_WORLD\n"
+        "from simconform.trajectory import load_trajectory\n"
+        "from simconform.world import load_world\n"
+        "load_trajectory(DEMO_TRAJECTORY, load_world(DEMO_WORLD), 'spline')\n"
+        "print(' '.join(sorted(set(sys.modules) - before)))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    late = r.stdout.split()
+    heavy = [m for m in late if m.split(".")[0] in ("scipy", "trimesh", "numba", "matplotlib")]
+    assert not heavy, f"imported in every worker after its fork: {heavy}"
