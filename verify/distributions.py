@@ -2,7 +2,8 @@
 from scipy.special, without importing scipy.stats.
 
 Why not scipy.stats: importing it costs about 20 MB of memory over what the verifier loads
-anyway (measured 2026-12-06 beside numpy, scipy.special, scipy.interpolate, numba and pyplot:
+anyway (measured 2026-12-06 beside numpy, scipy.special, scipy.interpolate, numba and pyplot, by a
+script outside the repository:
 166 -> 185 MB), which put `simconform verify` of a 1,000 s run over issue 17's 300 MB
 (docs/verification.md#memory). Each function
 is the definition scipy.stats evaluates (scipy 1.17: the `_ppf`, `_cdf`, `_sf` of its
