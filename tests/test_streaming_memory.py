@@ -10,8 +10,10 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pytest
 
+from simconform.adapters.base import OdomTruth
 from simconform.spec import GnssSpec, ImuSpec, LidarSpec, load_spec
 from simconform.verify.metrics import GnssAccumulator, ImuAccumulator, LidarAccumulator
+from simconform.verify.odometry import OdomAccumulator
 from simconform.verify.pairing import Pair, Unpaired
 from simconform.world import Origin
 
@@ -81,6 +83,37 @@ def test_gnss_accumulator_memory_does_not_grow_with_the_run():
 
     short = peak(make, gnss_stream(20_000, spec))
     long = peak(make, gnss_stream(200_000, spec))
+    assert long < GROWTH * short, (short, long)
+
+
+def odom_stream(n: int, spec) -> Iterator:
+    """Every 50th capture dropped, given up by the pairing 11 s after its stamp."""
+    rng = np.random.default_rng(4)
+    period = round(1e9 / spec.rate_hz)
+    late: list = []
+    for start in range(0, n, 1000):
+        noise = rng.normal(0.0, 0.002, size=(1000, 3))
+        for k in range(min(1000, n - start)):
+            st = (start + k) * period
+            while late and late[0].stamp_ns < st - 11_000_000_000:
+                yield late.pop(0)
+            truth = OdomTruth(0.1 * (start + k), 0.0, 0.0)
+            if (start + k) % 50 == 0:
+                late.append(Unpaired(st, truth))
+                continue
+            pub = OdomTruth(truth.x + noise[k, 0], noise[k, 1], noise[k, 2])
+            yield Pair(st, st + 10_000_000, truth, pub)
+    yield from late
+
+
+def test_odom_accumulator_memory_does_not_grow_with_the_run():
+    spec = SPEC.sensors["odom"]
+
+    def make():
+        return OdomAccumulator("odom", spec, 0.95, 1000.0)
+
+    short = peak(make, odom_stream(20_000, spec))
+    long = peak(make, odom_stream(200_000, spec))
     assert long < GROWTH * short, (short, long)
 
 

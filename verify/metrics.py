@@ -1,27 +1,24 @@
-"""Per-sensor accumulators (lidar, IMU, GNSS, odometry; the camera's is camera.py) on the common
-base (accumulator.py), and `make_accumulator`, which picks a sensor's.
+"""Per-sensor accumulators (lidar, IMU, GNSS; the camera's is camera.py, the odometry's
+odometry.py) on the common base (accumulator.py), and `make_accumulator`, which picks a
+sensor's.
 """
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 
-from simconform.bag.messages import cloud_xyz, odom_pose
-from simconform.pipeline.noise import se2_increment
+from simconform.bag.messages import cloud_xyz
 from simconform.spec import CameraSpec, GnssSpec, ImuSpec, LidarSpec, OdomSpec
 from simconform.verify import robust, stats
 from simconform.verify import tolerances as tl
 from simconform.verify.accumulator import Accumulator, metric, normality, not_applicable
 from simconform.verify.lidar_edges import EdgeSplit
 from simconform.verify.lidar_sweep import sweep
-from simconform.verify.pairing import Pair, Unpaired
+from simconform.verify.pairing import Pair
 from simconform.verify.series import SeriesStats
 
 AXES = ("x", "y", "z")
 ENU = ("e", "n", "u")
-PLANAR = ("x", "y", "yaw")
 
 
 def along_ray(delta: np.ndarray, nominal: np.ndarray) -> np.ndarray:
@@ -340,48 +337,6 @@ class GnssAccumulator(VectorAccumulator):
         return pe - te
 
 
-class OdomAccumulator(Accumulator):
-    """Error of each published capture-to-capture increment (consecutive captures only; none
-    across a gap of the bag, where captures may be missing)."""
-
-    def __init__(self, name: str, spec: OdomSpec, level: float, duration_s: float) -> None:
-        super().__init__(name, spec, level, duration_s)
-        self.truth: dict[int, object] = {}
-        self.pub: dict[int, object] = {}
-
-    decode = staticmethod(odom_pose)
-
-    def add_pair(self, pair: Pair) -> None:
-        self.truth[pair.stamp_ns] = pair.truth
-        self.pub[pair.stamp_ns] = pair.published
-
-    def add_unpaired(self, item: Unpaired) -> None:
-        self.truth[item.stamp_ns] = item.truth
-
-    def field_metrics(self) -> dict[str, dict]:
-        s: OdomSpec = self.spec
-        stamps = sorted(self.truth)
-        errs = []
-        for a, b in itertools.pairwise(stamps):
-            if a in self.pub and b in self.pub and not self.crosses_gap(a, b):
-                d_pub = se2_increment(self.pub[a], self.pub[b])
-                d_true = se2_increment(self.truth[a], self.truth[b])
-                e = d_pub - d_true
-                e[2] = (e[2] + np.pi) % (2 * np.pi) - np.pi
-                errs.append(e)
-        err = np.array(errs) if errs else np.zeros((0, 3))
-        n = s.noise.increment
-        out: dict[str, dict] = {}
-        units = ("m", "m", "rad")
-        for a, axis in enumerate(PLANAR):
-            ser = SeriesStats(n.sigma[a], n.bias[a])
-            ser.extend(err[:, a])
-            out.update(self.scalar_metrics("increment", axis, ser, n.bias[a], n.sigma[a], units[a]))
-            if self.keep:  # compare: every error
-                self.samples[f"increment_{axis}"]["errors"] = err[:, a]
-        return out
-
-
 def make_accumulator(name: str, spec, level: float, duration_s: float, world_origin):
     if isinstance(spec, LidarSpec):
         return LidarAccumulator(name, spec, level, duration_s)
@@ -390,6 +345,8 @@ def make_accumulator(name: str, spec, level: float, duration_s: float, world_ori
     if isinstance(spec, GnssSpec):
         return GnssAccumulator(name, spec, level, duration_s, world_origin)
     if isinstance(spec, OdomSpec):
+        from simconform.verify.odometry import OdomAccumulator
+
         return OdomAccumulator(name, spec, level, duration_s)
     if isinstance(spec, CameraSpec):
         from simconform.verify.camera import CameraAccumulator

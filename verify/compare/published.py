@@ -5,7 +5,6 @@ the paired bootstrap interval of B - A) against the spec's tolerances."""
 from __future__ import annotations
 
 import functools
-import itertools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -129,7 +128,7 @@ def published_series(
 
 
 def _series_of(acc: Accumulator) -> dict[str, tuple[Series, dict]]:
-    from simconform.verify.metrics import OdomAccumulator
+    from simconform.verify.odometry import OdomAccumulator
 
     lidar_cls, camera_cls = _error_accumulators()
     s = acc.spec
@@ -159,14 +158,7 @@ def _series_of(acc: Accumulator) -> dict[str, tuple[Series, dict]]:
                 {"unit": "1"},
             )
         else:
-            if isinstance(acc, OdomAccumulator):
-                keys = [
-                    b
-                    for a, b in itertools.pairwise(sorted(acc.truth))
-                    if a in acc.pub and b in acc.pub
-                ]
-            else:
-                keys = sorted(r[0] for r in acc.rows)
+            keys = acc.keys if isinstance(acc, OdomAccumulator) else sorted(r[0] for r in acc.rows)
             for name, f in fields.items():
                 e = np.asarray(f["errors"], dtype=float)
                 if len(e) != len(keys):
