@@ -62,9 +62,8 @@ class OdomAccumulator(Accumulator):
                 f"{self.horizon_ns / 1e9:g} s newer have arrived: its truth was not logged at "
                 "its capture time"
             )
-
         held = self.window.get(stamp)
-        if published is None and held is not None:  # a stamp's truth again: as a dict of each
+        if published is None and held is not None:  # a repeated truth keeps its stamp's copy
             published = held[1]
         self.window[stamp] = (truth, published)
         self.newest = stamp if self.newest is None else max(self.newest, stamp)

@@ -79,7 +79,6 @@ def stream_pairs(
         role[truth_topic] = (sensor, True)
     wanted = set(role)
     pending: dict[str, dict[int, object]] = {s: {} for s in topics}
-    released: dict[str, set[int]] = {s: set() for s in topics}  # stamps given up as Unpaired
     checked: dict[str, int] = {}
     gap = in_gap or (lambda _lo, _hi: False)
     late = max_latency_ns or {}
@@ -116,7 +115,7 @@ def stream_pairs(
                 pending[sensor][st] = value
                 if log_ns - checked.get(sensor, 0) > HOLD_CHECK_NS:
                     checked[sensor] = log_ns
-                    yield from _release_old(sensor, pending, released, log_ns, late, gap, summary)
+                    yield from _release_old(sensor, pending, log_ns, late, gap, summary)
             elif st in pending[sensor]:
                 item = Pair(st, log_ns, pending[sensor].pop(st), value)
                 if gap(st, st):
@@ -125,7 +124,7 @@ def stream_pairs(
                     yield sensor, item
             elif gap(st, st):  # its truth was lost with a damaged chunk
                 summary.excluded[sensor] += 1
-            elif st in released[sensor]:
+            elif st < log_ns - late.get(sensor, 0) - HOLD_SLACK_NS:  # its truth given up
                 raise UserError(
                     src.path,
                     topic,
@@ -154,7 +153,6 @@ def stream_pairs(
 def _release_old(
     sensor: str,
     pending: dict[str, dict[int, object]],
-    released: dict[str, set[int]],
     log_ns: int,
     late: dict[str, int],
     gap: Callable[[int, int], bool],
@@ -167,7 +165,6 @@ def _release_old(
     old = sorted(st for st in pending[sensor] if st < limit)
     for st in old:
         value = pending[sensor].pop(st)
-        released[sensor].add(st)
         if gap(st, st + late.get(sensor, 0)):
             summary.excluded[sensor] += 1
         else:
