@@ -62,9 +62,11 @@ def test_kill_returns_when_a_worker_died_halfway_through_sending_a_result() -> N
 
 def test_the_fork_server_preloads_what_a_workers_initializer_imports() -> None:
     """The capture workers fork from a server that imported `capture_preload`: what a worker's
-    initializer loads (the demo's world with its mesh, its trajectory) must already be there,
-    or every worker imports it again (scipy.interpolate 0.3 s, trimesh 0.09 s each, which the
-    CLI's imports had brought into the server by accident until 2c1be42)."""
+    initializer loads (the demo's world with its mesh, its trajectory, the reference backend
+    opened on the demo's spec, the camera's frame stage) must already be there, or every
+    worker imports it again (scipy.interpolate 0.3 s, trimesh 0.09 s each, which the CLI's
+    imports had brought into the server by accident until 2c1be42; the scene's modules,
+    18 ms, until the CLI stopped importing `compare`'s)."""
     import subprocess
     import sys
 
@@ -75,14 +77,24 @@ def test_the_fork_server_preloads_what_a_workers_initializer_imports() -> None:
         "for m in COMMON_PRELOAD + capture_preload('reference', BACKENDS['reference']):\n"
         "    importlib.import_module(m)\n"
         "before = set(sys.modules)\n"
-        "from simconform.demo import DEMO_TRAJECTORY, DEMO_WORLD\n"
+        "from simconform.demo import DEMO_SPEC, DEMO_TRAJECTORY, DEMO_WORLD\n"
+        "from simconform.pipeline.chain import FrameStage, is_heavy\n"
+        "from simconform.registry import get_backend\n"
+        "from simconform.spec import load_spec\n"
         "from simconform.trajectory import load_trajectory\n"
         "from simconform.world import load_world\n"
-        "load_trajectory(DEMO_TRAJECTORY, load_world(DEMO_WORLD), 'spline')\n"
+        "world, spec = load_world(DEMO_WORLD), load_spec(DEMO_SPEC)\n"
+        "load_trajectory(DEMO_TRAJECTORY, world, 'spline')\n"
+        "get_backend('reference', None).open(world, spec)\n"
+        "[FrameStage(n, s, 1, False) for n, s in spec.sensors.items() if is_heavy(s)]\n"
         "print(' '.join(sorted(set(sys.modules) - before)))\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     late = r.stdout.split()
-    heavy = [m for m in late if m.split(".")[0] in ("scipy", "trimesh", "numba", "matplotlib")]
+    heavy = [
+        m
+        for m in late
+        if m.split(".")[0] in ("scipy", "trimesh", "numba", "matplotlib", "simconform")
+    ]
     assert not heavy, f"imported in every worker after its fork: {heavy}"

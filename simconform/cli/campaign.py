@@ -11,11 +11,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from simconform.campaign import SYMBOL, run_campaign
 from simconform.cli.common import ProgressOpt
 
 
 def print_summary(report: dict, console=None) -> None:
+    from simconform.campaign import SYMBOL
+
     if console is None:
         console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
     c = report["campaign"]
@@ -74,6 +75,8 @@ def campaign_command(
     progress: ProgressOpt = None,
 ) -> None:
     """Run a campaign (backends x seeds x spec variants x worlds), resumably, and report it."""
+    from simconform.campaign import run_campaign
+
     try:
         report = run_campaign(campaign, out, jobs, executor, address, force, progress)
     except KeyboardInterrupt:

@@ -11,14 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from simconform.cli.common import ProgressOpt, exit_code
-from simconform.verify.compare import (
-    PSNR_MIN,
-    RANGE_TOLERANCE,
-    CompareConfig,
-    compare,
-    console_rows,
-)
-from simconform.verify.report import SYMBOL
+from simconform.verify.compare.config import PSNR_MIN, RANGE_TOLERANCE
 
 
 def compare_command(
@@ -52,6 +45,8 @@ def compare_command(
     progress: ProgressOpt = None,
 ) -> None:
     """Compare two runs of one spec, world, trajectory and seed made on two backends."""
+    from simconform.verify.compare import CompareConfig, compare
+
     cfg = CompareConfig(
         run_a=run_a,
         run_b=run_b,
@@ -69,6 +64,9 @@ def compare_command(
 
 
 def print_summary(report: dict, console=None) -> None:
+    from simconform.verify.compare import console_rows
+    from simconform.verify.report import SYMBOL
+
     style = {"pass": "green", "fail": "bold red", "inconclusive": "yellow", "not_applicable": "dim"}
     if console is None:
         console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
