@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from simconform.bag.messages import odom_pose
+from simconform.frames import wrap_angle
 from simconform.pipeline.noise import se2_increment
 from simconform.spec import OdomSpec
 from simconform.verify.accumulator import Accumulator
@@ -83,7 +84,7 @@ class OdomAccumulator(Accumulator):
                 a, truth_a, pub_a = self.last
                 if pub_a is not None and pub is not None and not self.crosses_gap(a, stamp):
                     e = se2_increment(pub_a, pub) - se2_increment(truth_a, truth)
-                    e[2] = (e[2] + np.pi) % (2 * np.pi) - np.pi
+                    e[2] = wrap_angle(e[2])
                     for ser, v in zip(self.series, e):
                         ser.add(v)
                     if self.keep:
@@ -94,10 +95,10 @@ class OdomAccumulator(Accumulator):
     def field_metrics(self) -> dict[str, dict]:
         n = self.spec.noise.increment
         out: dict[str, dict] = {}
+        err = np.array(self.errors).reshape(-1, len(PLANAR)) if self.keep else None
         for a, axis in enumerate(PLANAR):
             ser = self.series[a]
             out.update(self.scalar_metrics("increment", axis, ser, n.bias[a], n.sigma[a], UNITS[a]))
-            if self.keep:  # compare: every error
-                err = np.array(self.errors).reshape(-1, len(PLANAR))
+            if err is not None:  # compare: every error
                 self.samples[f"increment_{axis}"]["errors"] = err[:, a]
         return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from simconform.frames import wrap_angle
 from simconform.spec import GnssSpec, ImuSpec
 from simconform.verify.compare.verdicts import informational, skipped
 from simconform.world import Origin
@@ -41,7 +42,7 @@ class VectorTruthDiff:
 
             return [("position", x, "m") for x in "enu"], enu(b) - enu(a)
         d = b - a
-        d[:, 2] = (d[:, 2] + np.pi) % (2 * np.pi) - np.pi
+        d[:, 2] = wrap_angle(d[:, 2])
         return [("pose", "x", "m"), ("pose", "y", "m"), ("pose", "yaw", "rad")], d
 
     def metrics(self) -> dict[str, dict]:
