@@ -12,21 +12,21 @@ report the same object.
 
 One compiled entry point (`_cast`) with one signature: origins always come as (M, 3), M = 1
 for a shared origin, so numba compiles (or loads from its cache) a single specialisation.
-A camera's pixels (one origin, a grid of rays) go through `_cast_tiles`, which culls the tree
-once per 16 x 16 tile and gives the same results (docs/raycast.md has the figures).
+It walks coherent packets of 32 neighbouring rays (a lidar's) together, one vectorised box
+test for all of them a node, and other rays one by one. A camera's pixels (one origin, a grid
+of rays) go through `_cast_tiles`, which culls the tree once per 16 x 16 tile. Both give the
+one-by-one walk's results bit for bit (docs/raycast.md has the figures). The world's objects
+become the tree's leaves in simconform/bvhworld.py.
 
-Length: about 520 lines, because the exact primitive tests, the walk and the tiled cast
-share inlined helpers that numba must see in one module; a split would cost a call per ray.
+Length: about 520 lines, because the exact primitive tests, the walks and the tiled cast
+share inlined helpers that must sit in one module: numba's cache notices a change to the
+module of the function it compiled, not to a callee inlined from another one.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
-from scipy.spatial.transform import Rotation
-
-from simconform.bvh import build
-from simconform.world import Box, Cylinder, Mesh, Sphere, World
 
 _BOX, _CYL, _SPH, _TRI = range(4)
 _WIDTH = 18  # float64 parameters per primitive (the triangle's need the most)
@@ -191,63 +191,180 @@ def _inv(d):
     return 1.0 / d if abs(d) >= 1e-300 else np.copysign(1e300, d)
 
 
+_PACKET = 32  # rays walked together when they are coherent (docs/raycast.md)
+_PACKET_COS = 0.94  # coherent: every direction within about 20 degrees of the packet's mean
+_PACKET_SPREAD = 1.0  # and every origin within 1 m (each axis) of the first's
+
+
+@njit(**_JIT, inline="always")
+def _walk_ray(r, o, d, t_min, t_max, best, index, normal, box, left, right, start, count,
+              kind, obj, prio, par, stack, stack_t):  # fmt: skip
+    """One ray down the tree, nearest child first; best/index/normal[r] updated."""
+    q = 0 if len(o) == 1 else r
+    ox, oy, oz = o[q, 0], o[q, 1], o[q, 2]
+    dx, dy, dz = d[r, 0], d[r, 1], d[r, 2]
+    ix, iy, iz = _inv(dx), _inv(dy), _inv(dz)
+    sx, sy, sz = (0 if ix >= 0 else 3), (0 if iy >= 0 else 3), (0 if iz >= 0 else 3)
+    bt = min(best[r], t_max)
+    bp = -1  # planes and "nothing yet" rank below every primitive
+    bk = -1
+    slack = 1e-9 * (1.0 + abs(ox) + abs(oy) + abs(oz))
+    t0 = t_min - slack
+    sp = 0
+    te = _enter(box, 0, ox, oy, oz, ix, iy, iz, sx, sy, sz, t0, bt + slack * (1 + bt))
+    node = 0 if te < np.inf else -1
+    while node >= 0:
+        if left[node] < 0:
+            for i in range(start[node], start[node] + count[node]):
+                t, _, _, _ = _hit(kind[i], par[i], ox, oy, oz, dx, dy, dz, t_min, t_max)
+                if t < bt or (t == bt and t < np.inf and prio[i] > bp):
+                    bt, bp, bk = t, prio[i], i
+            node = -1
+        else:
+            t1 = bt + 1e-9 * (1.0 + bt) + slack
+            a, b = left[node], right[node]
+            ta = _enter(box, a, ox, oy, oz, ix, iy, iz, sx, sy, sz, t0, t1)
+            tb = _enter(box, b, ox, oy, oz, ix, iy, iz, sx, sy, sz, t0, t1)
+            if tb < ta:
+                a, b, ta, tb = b, a, tb, ta
+            if ta < np.inf:
+                if tb < np.inf:
+                    stack[sp] = b
+                    stack_t[sp] = tb
+                    sp += 1
+                node = a
+            else:
+                node = -1
+        while node < 0 and sp > 0:
+            sp -= 1
+            if stack_t[sp] <= bt + 1e-9 * (1.0 + bt) + slack:
+                node = stack[sp]
+    if bk >= 0:
+        _store(r, bk, ox, oy, oz, dx, dy, dz, t_min, t_max, best, index, normal, kind, obj, par)
+
+
+@njit(**_JIT, inline="always")
+def _along(box, j, fx, fy, fz):
+    """Twice node j's centre projected on (fx, fy, fz): orders children near to far."""
+    return (
+        (box[j, 0] + box[j, 3]) * fx + (box[j, 1] + box[j, 4]) * fy + (box[j, 2] + box[j, 5]) * fz
+    )
+
+
+@njit(**_JIT, inline="always")
+def _store(r, i, ox, oy, oz, dx, dy, dz, t_min, t_max, best, index, normal, kind, obj, par):
+    """Ray r's nearest hit is primitive i: its distance, object and normal (facing the ray)."""
+    t, n0, n1, n2 = _hit(kind[i], par[i], ox, oy, oz, dx, dy, dz, t_min, t_max)
+    if n0 * dx + n1 * dy + n2 * dz > 0:
+        n0, n1, n2 = -n0, -n1, -n2
+    best[r] = t
+    index[r] = obj[i]
+    normal[r, 0], normal[r, 1], normal[r, 2] = n0, n1, n2
+
+
 @njit(**_JIT)
 def _cast(o, d, t_min, t_max, best, index, normal, box, left, right, start, count,
-          kind, obj, prio, par):  # fmt: skip
-    """Walk the tree for every ray; best/index/normal hold the planes' hits and are updated."""
+          kind, obj, prio, par, size):  # fmt: skip
+    """Walk the tree for every ray; best/index/normal hold the planes' hits and are updated.
+
+    Rays go in packets of `size` consecutive rays. A coherent packet (directions within
+    about 20 degrees of their mean, origins within 1 m: a lidar's neighbouring rays, a
+    camera's row) walks the tree once for all its rays: each node's box is tested against
+    every ray in one loop the compiler vectorises, and the node is entered when any ray
+    enters it before its own nearest hit so far (with _walk_ray's margins); a leaf's
+    primitives get the exact tests for the rays that entered it. Other packets, and
+    size 1, walk ray by ray. Every ray therefore tests every node and primitive _walk_ray
+    would, and more, under the same rule (nearest, then highest priority, which no test
+    order changes): the results are _walk_ray's bit for bit."""
     stack = np.empty(len(box) + 1, dtype=np.int64)
     stack_t = np.empty(len(box) + 1)
-    for r in range(len(d)):
-        q = 0 if len(o) == 1 else r
-        ox, oy, oz = o[q, 0], o[q, 1], o[q, 2]
-        dx, dy, dz = d[r, 0], d[r, 1], d[r, 2]
-        ix, iy, iz = _inv(dx), _inv(dy), _inv(dz)
-        sx, sy, sz = (0 if ix >= 0 else 3), (0 if iy >= 0 else 3), (0 if iz >= 0 else 3)
-        bt = min(best[r], t_max)
-        bp = -1  # planes and "nothing yet" rank below every primitive
-        bk = -1
-        slack = 1e-9 * (1.0 + abs(ox) + abs(oy) + abs(oz))
-        t0 = t_min - slack
-        sp = 0
-        te = _enter(box, 0, ox, oy, oz, ix, iy, iz, sx, sy, sz, t0, bt + slack * (1 + bt))
-        node = 0 if te < np.inf else -1
-        while node >= 0:
-            if left[node] < 0:
-                for i in range(start[node], start[node] + count[node]):
-                    t, _, _, _ = _hit(kind[i], par[i], ox, oy, oz, dx, dy, dz, t_min, t_max)
-                    if t < bt or (t == bt and t < np.inf and prio[i] > bp):
-                        bt, bp, bk = t, prio[i], i
-                node = -1
-            else:
-                t1 = bt + 1e-9 * (1.0 + bt) + slack
-                a, b = left[node], right[node]
-                ta = _enter(box, a, ox, oy, oz, ix, iy, iz, sx, sy, sz, t0, t1)
-                tb = _enter(box, b, ox, oy, oz, ix, iy, iz, sx, sy, sz, t0, t1)
-                if tb < ta:
-                    a, b, ta, tb = b, a, tb, ta
-                if ta < np.inf:
-                    if tb < np.inf:
-                        stack[sp] = b
-                        stack_t[sp] = tb
-                        sp += 1
-                    node = a
-                else:
-                    node = -1
-            while node < 0 and sp > 0:
-                sp -= 1
-                if stack_t[sp] <= bt + 1e-9 * (1.0 + bt) + slack:
-                    node = stack[sp]
-        if bk >= 0:
-            t, n0, n1, n2 = _hit(kind[bk], par[bk], ox, oy, oz, dx, dy, dz, t_min, t_max)
-            if n0 * dx + n1 * dy + n2 * dz > 0:
-                n0, n1, n2 = -n0, -n1, -n2
-            best[r] = t
-            index[r] = obj[bk]
-            normal[r, 0], normal[r, 1], normal[r, 2] = n0, n1, n2
+    n = len(d)
+    size = max(1, size)
+    ox, oy, oz = np.empty(size), np.empty(size), np.empty(size)
+    ix, iy, iz = np.empty(size), np.empty(size), np.empty(size)
+    bt, t0, t1, sl = np.empty(size), np.empty(size), np.empty(size), np.empty(size)
+    bp = np.empty(size, dtype=np.int64)
+    bk = np.empty(size, dtype=np.int64)
+    on = np.empty(size, dtype=np.bool_)
+    for p0 in range(0, n, size):
+        m = min(size, n - p0)
+        coherent = m > 1
+        if coherent:
+            ax = ay = az = 0.0
+            for r in range(p0, p0 + m):
+                ax += d[r, 0]
+                ay += d[r, 1]
+                az += d[r, 2]
+            lo, big, far = np.inf, 0.0, 0.0
+            for r in range(p0, p0 + m):
+                lo = min(lo, d[r, 0] * ax + d[r, 1] * ay + d[r, 2] * az)
+                big = max(big, d[r, 0] * d[r, 0] + d[r, 1] * d[r, 1] + d[r, 2] * d[r, 2])
+                if len(o) > 1:
+                    for c in range(3):
+                        far = max(far, abs(o[r, c] - o[p0, c]))
+            a2 = ax * ax + ay * ay + az * az
+            coherent = lo > 0 and lo * lo >= _PACKET_COS**2 * big * a2 and far <= _PACKET_SPREAD
+        if not coherent:
+            for r in range(p0, p0 + m):
+                _walk_ray(r, o, d, t_min, t_max, best, index, normal, box, left, right, start,
+                          count, kind, obj, prio, par, stack, stack_t)  # fmt: skip
+            continue
+        for k in range(size):
+            r = p0 + min(k, m - 1)  # lanes past the last ray copy it and never enter a node
+            q = 0 if len(o) == 1 else r
+            ox[k], oy[k], oz[k] = o[q, 0], o[q, 1], o[q, 2]
+            ix[k], iy[k], iz[k] = _inv(d[r, 0]), _inv(d[r, 1]), _inv(d[r, 2])
+            sl[k] = 1e-9 * (1.0 + abs(ox[k]) + abs(oy[k]) + abs(oz[k]))
+            bt[k] = min(best[r], t_max)
+            bp[k] = -1
+            bk[k] = -1
+            t0[k] = t_min - sl[k]
+            t1[k] = bt[k] + 1e-9 * (1.0 + bt[k]) + sl[k] if k < m else -np.inf
+        # nearer child first along the first ray (any order gives the same results)
+        fx, fy, fz = d[p0, 0], d[p0, 1], d[p0, 2]
+        stack[0] = 0
+        sp = 1
+        while sp > 0:
+            sp -= 1
+            j = stack[sp]
+            lx, ly, lz = box[j, 0], box[j, 1], box[j, 2]
+            hx, hy, hz = box[j, 3], box[j, 4], box[j, 5]
+            enter = False
+            for k in range(size):  # branch-free: numba vectorises it
+                ex, gx = (lx - ox[k]) * ix[k], (hx - ox[k]) * ix[k]
+                ey, gy = (ly - oy[k]) * iy[k], (hy - oy[k]) * iy[k]
+                ez, gz = (lz - oz[k]) * iz[k], (hz - oz[k]) * iz[k]
+                tn = max(max(t0[k], min(ex, gx)), max(min(ey, gy), min(ez, gz)))
+                tf = min(min(t1[k], max(ex, gx)), min(max(ey, gy), max(ez, gz)))
+                on[k] = tn <= tf
+                enter |= tn <= tf
+            if not enter:
+                continue
+            if left[j] >= 0:
+                a, b = left[j], right[j]
+                if _along(box, a, fx, fy, fz) <= _along(box, b, fx, fy, fz):
+                    a, b = b, a
+                stack[sp], stack[sp + 1] = a, b
+                sp += 2
+                continue
+            for i in range(start[j], start[j] + count[j]):
+                for k in range(m):
+                    if on[k]:
+                        r = p0 + k
+                        t, _, _, _ = _hit(kind[i], par[i], ox[k], oy[k], oz[k],
+                                          d[r, 0], d[r, 1], d[r, 2], t_min, t_max)  # fmt: skip
+                        if t < bt[k] or (t == bt[k] and t < np.inf and prio[i] > bp[k]):
+                            bt[k], bp[k], bk[k] = t, prio[i], i
+                            t1[k] = t + 1e-9 * (1.0 + t) + sl[k]
+        for k in range(m):
+            if bk[k] >= 0:
+                r = p0 + k
+                _store(r, bk[k], ox[k], oy[k], oz[k], d[r, 0], d[r, 1], d[r, 2], t_min, t_max,
+                       best, index, normal, kind, obj, par)  # fmt: skip
 
 
 _TILE = 16  # a packet is TILE x TILE neighbouring rays of a grid (docs/raycast.md)
-_MAX_CANDIDATES = 96  # more primitives left in a packet's cone: its rays walk the tree alone
+_MAX_CANDIDATES = 96  # more primitives left in a tile's cone: its rows go through _cast
 _SORTED = 8  # this many candidates or more are sorted nearest first (_cast_tiles)
 
 
@@ -262,7 +379,7 @@ def _cast_tiles(o, d, width, t_min, t_max, best, index, normal, box, left, right
     dropped only when its bounding sphere lies outside the cone (cosines compared with 1e-9
     to spare) or wholly beyond every ray's hit so far. A tile whose rays span a hemisphere,
     or whose cone keeps more than _MAX_CANDIDATES primitives, is cast by _cast. The nodes'
-    spheres and the primitives' (par_sphere) come with the tree (`_spheres`): the cull
+    spheres and the primitives' (par_sphere) come with the tree (`bvhworld._spheres`): the cull
     costs one square root a node less, and a tile keeping _SORTED or more primitives tests
     them nearest first, each ray stopping at the first that starts beyond its nearest hit
     (docs/raycast.md: dense worlds' frames gain most)."""
@@ -357,7 +474,7 @@ def _cast_tiles(o, d, width, t_min, t_max, best, index, normal, box, left, right
                 a, b = rr * width + c0, min(rr * width + c1, n)
                 if wide:
                     _cast(o, d[a:b], t_min, t_max, best[a:b], index[a:b], normal[a:b], box,
-                          left, right, start, count, kind, obj, prio, par)  # fmt: skip
+                          left, right, start, count, kind, obj, prio, par, _PACKET)  # fmt: skip
                     continue
                 if k == 0:
                     continue  # the planes' hits stand
@@ -406,111 +523,3 @@ def cast_planes(o, d, t_min, t_max, pn, pd, pobj, best, index, normal):
                 n0, n1, n2 = s * pn[j, 0], s * pn[j, 1], s * pn[j, 2]
         best[r], index[r] = bt, bk
         normal[r, 0], normal[r, 1], normal[r, 2] = n0, n1, n2
-
-
-class BVHCaster:
-    """The bounded objects of a World in one BVH; `cast` updates `Scene`'s plane results."""
-
-    def __init__(self, world: World) -> None:
-        order = {Box: 0, Cylinder: 1, Sphere: 2, Mesh: 3}
-        bounded = sorted(
-            ((order[type(o)], i) for i, o in enumerate(world.objects) if type(o) in order)
-        )
-        rows, kinds, objs, prios, los, his = [], [], [], [], [], []
-        for slot, (_, i) in enumerate(bounded):
-            ob = world.objects[i]
-            if isinstance(ob, Mesh):
-                p, lo, hi = _triangles(world.mesh_triangles(i))
-                kinds.append(np.full(len(p), _TRI))
-                prios.append(slot * _TIE + (_TIE - 1 - np.arange(len(p))))
-            else:
-                p, lo, hi = _solid(ob)
-                kinds.append(np.array([(_BOX, _CYL, _SPH)[order[type(ob)]]]))
-                prios.append(np.array([slot * _TIE]))
-            rows.append(p)
-            los.append(lo)
-            his.append(hi)
-            objs.append(np.full(len(p), i))
-        cat = lambda xs, w: np.concatenate(xs) if xs else np.empty((0, w))  # noqa: E731
-        self.par = np.ascontiguousarray(cat(rows, _WIDTH), dtype=np.float64)
-        self.kind = cat(kinds, 0).reshape(-1).astype(np.int64)
-        self.obj = cat(objs, 0).reshape(-1).astype(np.int64)
-        self.prio = cat(prios, 0).reshape(-1).astype(np.int64)
-        lo, hi = cat(los, 3), cat(his, 3)
-        # Grown so that rounding in the traversal's box tests never drops a true hit.
-        pad = 1e-9 * (1.0 + np.maximum(np.abs(lo), np.abs(hi)).max(axis=1, initial=0.0))
-        lo, hi = lo - pad[:, None], hi + pad[:, None]
-        self.tree = build(lo, hi)
-        # Primitives stored in leaf order, so a leaf's parameters are contiguous in memory.
-        perm = self.tree.order
-        self.kind, self.obj, self.prio = self.kind[perm], self.obj[perm], self.prio[perm]
-        self.par = np.ascontiguousarray(self.par[perm])
-        self._par_sphere = _spheres(lo[perm], hi[perm])  # the tiles' candidates, sorted
-        self.tree.order = np.arange(len(perm), dtype=np.int64)
-        # Node bounds as one row (lo, hi) per node: one cache line per box test.
-        self._box = np.ascontiguousarray(np.hstack([self.tree.lo, self.tree.hi]))
-        self._sphere = _spheres(self.tree.lo, self.tree.hi)  # the tiles' cone cull
-        self._prims = (self.kind, self.obj, self.prio, self.par)
-
-    def __len__(self) -> int:
-        return len(self.kind)
-
-    def cast(self, o, d, t_min, t_max, best, index, normal, width: int | None = None) -> None:
-        """Nearer bounded hits replace (best, index, normal) in place; o is (3,) or (N, 3).
-        `width`: the rays are a row-major grid that wide from one origin (a camera's pixels),
-        cast in tiles (_cast_tiles) with the same results."""
-        if not len(self.kind):
-            return
-        tr = self.tree
-        o2 = np.ascontiguousarray(o, dtype=np.float64).reshape(-1, 3)
-        tree = (self._box, tr.left, tr.right, tr.start, tr.count)
-        if width is not None and len(o2) == 1:
-            _cast_tiles(o2, d, int(width), float(t_min), float(t_max), best, index, normal,
-                        *tree, *self._prims, self._par_sphere, self._sphere)  # fmt: skip
-        else:
-            _cast(o2, d, float(t_min), float(t_max), best, index, normal, *tree, *self._prims)
-
-
-def _spheres(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """(centre, radius) rows of the spheres around boxes (lo, hi), the radius grown by 1e-9
-    relative and absolute so that it holds the whole box whatever the rounding."""
-    centre = 0.5 * (lo + hi)
-    rad = 0.5 * np.linalg.norm(hi - lo, axis=1)
-    rad = rad * (1 + 1e-9) + 1e-9 * (1 + np.abs(centre).max(axis=1, initial=0.0))
-    return np.ascontiguousarray(np.hstack([centre, rad[:, None]]))
-
-
-def _solid(ob) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Parameter row and bounds of one box, cylinder or sphere."""
-    p = np.zeros((1, _WIDTH))
-    c = np.asarray(ob.center, dtype=float)
-    if isinstance(ob, Sphere):
-        p[0, :4] = [*c, ob.radius]
-        ext = np.full(3, float(ob.radius))
-    else:
-        rot = Rotation.from_euler("xyz", ob.rpy).as_matrix()
-        if isinstance(ob, Box):
-            h = 0.5 * np.asarray(ob.size, dtype=float)
-            p[0, :15] = [*c, *h, *rot.ravel()]
-            ext = np.abs(rot) @ h
-        else:
-            hl = 0.5 * float(ob.length)
-            p[0, :14] = [*c, *rot.ravel(), ob.radius, hl]
-            axis = rot[:, 2]
-            ext = hl * np.abs(axis) + ob.radius * np.sqrt(np.maximum(0.0, 1.0 - axis**2))
-    return p, (c - ext)[None], (c + ext)[None]
-
-
-def _triangles(tri: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Parameter rows and bounds of a mesh's triangles, centred as BruteMesh centres them."""
-    tri = np.asarray(tri, dtype=float)
-    pts = tri.reshape(-1, 3)
-    center = 0.5 * (pts.min(axis=0) + pts.max(axis=0))
-    e1 = tri[:, 1] - tri[:, 0]
-    e2 = tri[:, 2] - tri[:, 0]
-    n = np.cross(e1, e2)
-    norm = np.linalg.norm(n, axis=1, keepdims=True)
-    unit_n = np.where(norm > 0, n / np.where(norm > 0, norm, 1.0), 0.0)
-    c = np.broadcast_to(center, (len(tri), 3))
-    p = np.concatenate([c, tri[:, 0] - center, e1, e2, n, unit_n], axis=1)
-    return p, tri.min(axis=1), tri.max(axis=1)

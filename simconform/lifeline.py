@@ -182,14 +182,14 @@ CAPTURE_PRELOAD = (
     "simconform.trajectory",
     "trimesh",
     "simconform.actors",
-    "simconform.bvhcast",
+    "simconform.bvhworld",
 )
 """A run's capture workers (simconform/prefetch.py); numba's target readied once in the
 server (simconform/jitwarm.py); what each worker's initializer loads: the trajectory (with
 scipy.interpolate, 0.3 s a worker), for a world with meshes trimesh (with scipy.ndimage and
 scipy.sparse.csgraph, 0.09 s), and the scene the reference backend opens (simconform.actors,
-simconform.raycast, simconform.bvhcast: 18 ms), once in the server instead of in every
-worker."""
+simconform.raycast, simconform.bvhcast, simconform.bvhworld: 18 ms), once in the server
+instead of in every worker."""
 
 
 def capture_preload(backend: str, entry: str) -> tuple[str, ...]:

@@ -39,6 +39,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "simconform.slab",
             "simconform.bvh",
             "simconform.bvhcast",
+            "simconform.bvhworld",
             "simconform.actors",
             "simconform.registry",
             "simconform.demo",
