@@ -168,9 +168,29 @@ def _hit(k, p, ox, oy, oz, dx, dy, dz, t_min, t_max):
     v = (dx * qx + dy * qy + dz * qz) * inv
     t = (bx * qx + by * qy + bz * qz) * inv
     w = 1.0 - u - v
-    if u >= -eps and v >= -eps and w >= -eps and t >= t_min and t <= t_max:
+    ok = u >= -eps and v >= -eps and w >= -eps and t >= t_min and t <= t_max
+    if ok and _on_box(p, ox + t * dx, oy + t * dy, oz + t * dz):
         return t, p[15], p[16], p[17]
     return np.inf, 0.0, 0.0, 0.0
+
+
+@njit(**_JIT, inline="always")
+def _on_box(p, x, y, z):
+    """Whether (x, y, z) lies in the bounds of triangle p grown by half the tree's padding
+    (bvhworld: 1e-9 (1 + largest |coordinate|)). A true hit always does; a ray lying, to
+    rounding, in the triangle's plane makes det noise and u, v, t garbage, and such a "hit"
+    outside the box would make the result depend on the order the walk meets primitives."""
+    a0, a1, a2 = p[0] + p[3], p[1] + p[4], p[2] + p[5]
+    b0, b1, b2 = a0 + p[6], a1 + p[7], a2 + p[8]
+    c0, c1, c2 = a0 + p[9], a1 + p[10], a2 + p[11]
+    lo0, hi0 = min(a0, b0, c0), max(a0, b0, c0)
+    lo1, hi1 = min(a1, b1, c1), max(a1, b1, c1)
+    lo2, hi2 = min(a2, b2, c2), max(a2, b2, c2)
+    big = max(abs(lo0), abs(hi0), abs(lo1), abs(hi1), abs(lo2), abs(hi2))
+    pad = 0.5e-9 * (1.0 + big)
+    return (
+        lo0 - pad <= x <= hi0 + pad and lo1 - pad <= y <= hi1 + pad and lo2 - pad <= z <= hi2 + pad
+    )
 
 
 @njit(**_JIT, inline="always")
@@ -273,8 +293,11 @@ def _cast(o, d, t_min, t_max, best, index, normal, box, left, right, start, coun
     every ray in one loop the compiler vectorises, and the node is entered when any ray
     enters it before its own nearest hit so far (with _walk_ray's margins); a leaf's
     primitives get the exact tests for the rays that entered it. Other packets, and
-    size 1, walk ray by ray. Every ray therefore tests every node and primitive _walk_ray
-    would, and more, under the same rule (nearest, then highest priority, which no test
+    size 1, walk ray by ray. A ray of a packet meets the nodes in another order than it
+    would alone, so it may skip other nodes; but every hit _hit accepts lies in its
+    primitive's box (for triangles, _on_box checks it), so no node holding a hit nearer
+    than (or tied with) the ray's nearest so far is ever skipped. Both walks thus find the
+    same nearest hit under the same rule (nearest, then highest priority, which no test
     order changes): the results are _walk_ray's bit for bit."""
     stack = np.empty(len(box) + 1, dtype=np.int64)
     stack_t = np.empty(len(box) + 1)

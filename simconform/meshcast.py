@@ -78,6 +78,11 @@ class BruteMesh:
         self.n = n = np.cross(e1, e2)
         self.radius = float(np.max(np.linalg.norm(tri.reshape(-1, 3) - self.center, axis=1)))
         self.n_tri = len(tri)
+        # Each triangle's bounds grown by half the BVH's padding (bvhcast._on_box): a hit
+        # outside them is rounding noise of a ray lying in the triangle's plane.
+        t_lo, t_hi = tri.min(axis=1), tri.max(axis=1)
+        pad = 0.5e-9 * (1.0 + np.maximum(np.abs(t_lo), np.abs(t_hi)).max(axis=1))
+        self.box_lo, self.box_hi = (t_lo - pad[:, None]).T, (t_hi + pad[:, None]).T  # (3, T)
         zero = np.zeros_like(n)
         # Rows multiply [o x d, d, o]; columns: u*det, v*det, det, t*det (+ t_off).
         w_u = np.concatenate([e2, -np.cross(e2, v0), zero], axis=1)
@@ -119,6 +124,10 @@ class BruteMesh:
             eps = _BARY_EPS * ad
             ok = (ad > 0) & (us >= -eps) & (vs >= -eps) & (us + vs <= ad + eps)
             ok &= (tt >= t_min) & (tt <= t_max)
+            with np.errstate(invalid="ignore", over="ignore"):
+                for ax in range(3):  # the hit point in the triangle's grown bounds
+                    x = (oi[:, ax : ax + 1] + self.center[ax]) + tt * di[:, ax : ax + 1]
+                    ok &= (x >= self.box_lo[ax]) & (x <= self.box_hi[ax])
             tt = np.where(ok, tt, np.inf)
             k = np.argmin(tt, axis=1)
             tk = np.take_along_axis(tt, k[:, None], axis=1)[:, 0]

@@ -182,7 +182,8 @@ class Scene:
         row-major grid that wide (a camera's pixels), which lets rays from one origin be
         culled in tiles (bvhcast._cast_tiles); the results are the same. `packet`: how many
         neighbouring rays may walk the tree together where they are coherent (default 32;
-        1 walks them one by one, for comparison); the results are the same.
+        1 walks them one by one, for comparison; with `width` the tiles decide); the
+        results are the same.
         """
         if not 0 <= t_min <= t_max:
             raise ValueError(f"need 0 <= t_min <= t_max, got t_min={t_min}, t_max={t_max}")
