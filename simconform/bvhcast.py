@@ -18,7 +18,7 @@ of rays) go through `_cast_tiles`, which culls the tree once per 16 x 16 tile. B
 one-by-one walk's results bit for bit (docs/raycast.md has the figures). The world's objects
 become the tree's leaves in simconform/bvhworld.py.
 
-Length: about 520 lines, because the exact primitive tests, the walks and the tiled cast
+Length: about 550 lines, because the exact primitive tests, the walks and the tiled cast
 share inlined helpers that must sit in one module: numba's cache notices a change to the
 module of the function it compiled, not to a callee inlined from another one.
 """
