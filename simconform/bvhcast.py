@@ -177,7 +177,7 @@ def _hit(k, p, ox, oy, oz, dx, dy, dz, t_min, t_max):
 @njit(**_JIT, inline="always")
 def _on_box(p, x, y, z):
     """Whether (x, y, z) lies in the bounds of triangle p grown by half the tree's padding
-    (bvhworld: 1e-9 (1 + largest |coordinate|)). A true hit always does; a ray lying, to
+    (slab.box_pad: 1e-9 (1 + largest |coordinate|)). A true hit always does; a ray lying, to
     rounding, in the triangle's plane makes det noise and u, v, t garbage, and such a "hit"
     outside the box would make the result depend on the order the walk meets primitives."""
     a0, a1, a2 = p[0] + p[3], p[1] + p[4], p[2] + p[5]

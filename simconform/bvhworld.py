@@ -24,6 +24,7 @@ from simconform.bvhcast import (
     _cast,
     _cast_tiles,
 )
+from simconform.slab import box_pad
 from simconform.world import Box, Cylinder, Mesh, Sphere, World
 
 
@@ -57,7 +58,7 @@ class BVHCaster:
         self.prio = cat(prios, 0).reshape(-1).astype(np.int64)
         lo, hi = cat(los, 3), cat(his, 3)
         # Grown so that rounding in the traversal's box tests never drops a true hit.
-        pad = 1e-9 * (1.0 + np.maximum(np.abs(lo), np.abs(hi)).max(axis=1, initial=0.0))
+        pad = box_pad(lo, hi)
         lo, hi = lo - pad[:, None], hi + pad[:, None]
         self.tree = build(lo, hi)
         # Primitives stored in leaf order, so a leaf's parameters are contiguous in memory.
@@ -75,12 +76,12 @@ class BVHCaster:
         return len(self.kind)
 
     def cast(
-        self, o, d, t_min, t_max, best, index, normal, width: int | None = None, packet=_PACKET
+        self, o, d, t_min, t_max, best, index, normal, width: int | None = None, packet=None
     ) -> None:
         """Nearer bounded hits replace (best, index, normal) in place; o is (3,) or (N, 3).
         `width`: the rays are a row-major grid that wide from one origin (a camera's pixels),
         cast in tiles (_cast_tiles) with the same results. `packet`: rays walked together
-        where coherent (_cast; 1: ray by ray), again with the same results."""
+        where coherent (_cast; None: 32, 1: ray by ray), again with the same results."""
         if not len(self.kind):
             return
         tr = self.tree
@@ -91,7 +92,7 @@ class BVHCaster:
                         *tree, *self._prims, self._par_sphere, self._sphere)  # fmt: skip
         else:
             _cast(o2, d, float(t_min), float(t_max), best, index, normal, *tree, *self._prims,
-                  int(packet))  # fmt: skip
+                  _PACKET if packet is None else int(packet))  # fmt: skip
 
 
 def _spheres(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

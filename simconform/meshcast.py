@@ -32,7 +32,7 @@ from importlib.util import find_spec
 
 import numpy as np
 
-from simconform.slab import slab
+from simconform.slab import box_pad, slab
 
 # Upper bound on ray x triangle pairs held in memory at once by the brute-force test.
 _PAIR_CHUNK = 1 << 20
@@ -81,7 +81,7 @@ class BruteMesh:
         # Each triangle's bounds grown by half the BVH's padding (bvhcast._on_box): a hit
         # outside them is rounding noise of a ray lying in the triangle's plane.
         t_lo, t_hi = tri.min(axis=1), tri.max(axis=1)
-        pad = 0.5e-9 * (1.0 + np.maximum(np.abs(t_lo), np.abs(t_hi)).max(axis=1))
+        pad = 0.5 * box_pad(t_lo, t_hi)
         self.box_lo, self.box_hi = (t_lo - pad[:, None]).T, (t_hi + pad[:, None]).T  # (3, T)
         zero = np.zeros_like(n)
         # Rows multiply [o x d, d, o]; columns: u*det, v*det, det, t*det (+ t_off).

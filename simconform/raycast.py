@@ -199,8 +199,7 @@ class Scene:
 
         self._cast_planes(o, d, t_min, t_max, best, index, normal)
         if self._bvh is not None:
-            kw = {} if packet is None else {"packet": packet}
-            self._bvh.cast(o, d, t_min, t_max, best, index, normal, width, **kw)
+            self._bvh.cast(o, d, t_min, t_max, best, index, normal, width, packet)
         elif len(self._slot_index):
             self._cast_bounded(o, d, t_min, t_max, best, index, normal)
         return Hits(best, index, normal)

@@ -1,9 +1,17 @@
 """The slab test of an axis-aligned box, shared by the box primitive (simconform/raycast.py)
-and the meshes' bounding-box pre-test (simconform/meshcast.py)."""
+and the meshes' bounding-box pre-test (simconform/meshcast.py), and the margin by which the
+BVH grows its boxes so that the test's rounding never drops a hit."""
 
 from __future__ import annotations
 
 import numpy as np
+
+
+def box_pad(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Per box (rows of lo, hi (N, 3)): 1e-9 (1 + its largest |coordinate|). The BVH grows
+    every leaf's box by it (simconform/bvhworld.py); a triangle's hit counts only within half
+    of it (bvhcast._on_box, which computes it in compiled code, and meshcast.BruteMesh)."""
+    return 1e-9 * (1.0 + np.maximum(np.abs(lo), np.abs(hi)).max(axis=1, initial=0.0))
 
 
 def slab(o: np.ndarray, d: np.ndarray, h: np.ndarray | float):
