@@ -15,7 +15,12 @@ of in coherent packets (`1-by-1`, the same hits; a camera's tiles walk ray by ra
 tile keeps too many primitives), the peak memory one Scene scan allocates (tracemalloc), and
 writes a log-log plot of rays/s against primitives to --out.
 
+`--world PATH` puts your own world file (the worlds/*.yaml format; its actors left out) beside
+them as the workload "yours: NAME", scanned from `--at X Y Z` (default: the map origin, 1.8 m
+above the first surface below it); `--only yours` leaves the others out.
+
     python bench/raycast_dense.py [--repeats 3] [--out raycast_dense.png] [--quick] [--only urban]
+                                  [--world PATH [--at X Y Z]]
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from scipy.spatial.transform import Rotation  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import meshes  # noqa: E402
 
+from simconform.errors import UserError  # noqa: E402
 from simconform.raycast import Scene  # noqa: E402
 from simconform.world import Box, Cylinder, Mesh, Plane, Sphere, World, load_world  # noqa: E402
 
@@ -127,6 +133,12 @@ def embree_scene(tri: np.ndarray):
     return scene
 
 
+def standing_point(world: World) -> list[float]:
+    """The map origin, 1.8 m above the first surface below it (the origin itself if none)."""
+    z = Scene(world).ground_height(np.zeros(1), np.zeros(1))[0]
+    return [0.0, 0.0, float(z) + 1.8 if np.isfinite(z) else 0.0]
+
+
 def rate(fn, n_rays: int, repeats: int) -> float:
     fn()
     best = np.inf
@@ -191,7 +203,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="log-log plot (PNG) to write")
     parser.add_argument("--quick", action="store_true", help="16 x 1800 only")
     parser.add_argument("--only", default=None, help="workloads whose name contains this")
+    parser.add_argument("--world", type=Path, default=None, help="your world file, as well")
+    parser.add_argument("--at", type=float, nargs=3, default=None, metavar=("X", "Y", "Z"),
+                        help="--world's scan origin (map frame, m)")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.at is not None and args.world is None:
+        parser.error("--at places --world's scans: give --world too")
     worlds = {
         "demo": (lambda: load_world(ROOT / "worlds" / "demo.yaml"), [0.0, -18.0, 1.2]),
         "city 2k": (lambda: city(2000), [3.0, 4.0, 1.8]),
@@ -199,6 +216,13 @@ def main(argv: list[str] | None = None) -> int:
         "terrain 98k tri": (terrain_world, [3.0, 4.0, 5.0]),
         "urban": (lambda: load_world(ROOT / "worlds" / "urban.yaml"), [23.7, -1.9, 1.55]),
     }
+    if args.world is not None:
+        try:
+            yours = load_world(args.world)
+        except UserError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        worlds[f"yours: {args.world.stem}"] = (lambda: yours, args.at or standing_point(yours))
     worlds = {k: v for k, v in worlds.items() if args.only is None or args.only in k}
     patterns = {k: v for k, v in PATTERNS.items() if k == "16x1800" or not args.quick}
     print(f"one core, best of {args.repeats}; load average {os.getloadavg()[0]:.1f}")
@@ -209,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for name, (make, origin) in worlds.items():
         world = make()
+        if name.startswith("yours: "):
+            print(f"{name}: {args.world}, scanned from {', '.join(f'{v:g}' for v in origin)}")
         for pname, pattern in patterns.items():
             r = bench(world, origin, pattern, args.repeats)
             prims = r["objects"] or r["triangles"]
