@@ -11,7 +11,7 @@ import dataclasses
 import numpy as np
 
 from simconform.adapters.base import CameraTruth, GnssTruth, ImuTruth, LidarTruth, OdomTruth
-from simconform.frames import wrap_angle
+from simconform.angles import wrap_angle
 from simconform.pipeline.image_noise import draw_image_noise
 from simconform.spec import CameraSpec, GnssSpec, ImuSpec, LidarSpec, OdomSpec
 

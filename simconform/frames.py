@@ -78,8 +78,3 @@ def quat_product(p: np.ndarray, q: np.ndarray) -> np.ndarray:
 
 def planar(x: float, y: float, yaw: float) -> Pose:
     return Pose(np.array([x, y, 0.0]), Rotation.from_euler("z", yaw))
-
-
-def wrap_angle(a):
-    """Wrap angle(s) to [-pi, pi)."""
-    return (np.asarray(a) + np.pi) % (2 * np.pi) - np.pi

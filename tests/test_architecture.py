@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "simconform.errors",
             "simconform.fields",
             "simconform.frames",
+            "simconform.angles",
             "simconform.spec",
             "simconform.world",
             "simconform.trajectory",

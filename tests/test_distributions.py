@@ -95,8 +95,12 @@ def test_anderson_statistic_is_scipys_exactly(n: int, seed: int, scale: float) -
 
 
 @pytest.mark.parametrize(("spec", "bound_mb"), [("rover_core.yaml", 350), ("rover.yaml", 400)])
-def test_verify_never_imports_scipy_stats(tmp_path: Path, spec: str, bound_mb: int) -> None:
-    """`simconform verify` keeps scipy.stats out of its memory, and its peak RSS (its own and
+def test_verify_imports_neither_scipy_stats_nor_spatial(
+    tmp_path: Path, spec: str, bound_mb: int
+) -> None:
+    """`simconform verify` keeps scipy.stats and scipy.spatial (simconform.frames' Rotation,
+    with scipy.sparse and scipy.linalg: 12 MB; the verifier only wraps angles, from
+    simconform.angles) out of its memory, and its peak RSS (its own and
     its children's, as /usr/bin/time counts it) within a guard against regressions. The
     bounds are loose because about 130 MB of the peak are shared libraries' pages, whose count
     depends on the page cache: a fresh install maps more of libllvmlite.so (numba's import
@@ -122,11 +126,11 @@ def test_verify_never_imports_scipy_stats(tmp_path: Path, spec: str, bound_mb: i
         "try:\n    app()\nexcept SystemExit:\n    pass\n"
         "hwm = int(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1))\n"
         "kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
-        "print('scipy.stats' in sys.modules, max(hwm, kids))\n"
+        "print('scipy.stats' in sys.modules, 'scipy.spatial' in sys.modules, max(hwm, kids))\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     report = json.loads((out / "report" / "report.json").read_text())
     assert any("planned" in m for s in report["sensors"].values() for m in s["metrics"].values())
-    imported, peak_kb = r.stdout.strip().splitlines()[-1].split()
-    assert imported == "False"
+    stats_in, spatial_in, peak_kb = r.stdout.strip().splitlines()[-1].split()
+    assert stats_in == spatial_in == "False"
     assert int(peak_kb) < bound_mb * 1024, f"verify's peak RSS {peak_kb} kB"

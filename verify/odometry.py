@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from simconform.angles import wrap_angle
 from simconform.bag.messages import odom_pose
-from simconform.frames import wrap_angle
 from simconform.pipeline.noise import se2_increment
 from simconform.spec import OdomSpec
 from simconform.verify.accumulator import Accumulator

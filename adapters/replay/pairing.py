@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.spatial import cKDTree
 
-from simconform.frames import wrap_angle
+from simconform.angles import wrap_angle
 
 RESIDUAL_SAMPLE = 200_000  # angular residuals kept for the pairing quantiles
 

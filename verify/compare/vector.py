@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simconform.frames import wrap_angle
+from simconform.angles import wrap_angle
 from simconform.spec import GnssSpec, ImuSpec
 from simconform.verify.compare.verdicts import informational, skipped
 from simconform.world import Origin
