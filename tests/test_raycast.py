@@ -477,3 +477,21 @@ def test_ground_height_nan_where_nothing_below() -> None:
     z = scene.ground_height(np.array([0.0, 5.0]), np.array([0.0, 0.0]))
     assert z[0] == pytest.approx(1.0)
     assert np.isnan(z[1])
+
+
+def test_directions_that_are_not_unit_vectors_are_refused() -> None:
+    """Distances are measured along unit rays (and the sphere test assumes |d| = 1): a cast
+    whose directions were never normalised is a ValueError naming a ray, not wrong hits; unit
+    directions to rounding (rotated rays) pass."""
+    scene = Scene(world({"type": "sphere", "center": [5, 0, 0], "radius": 1.0}))
+    rng = np.random.default_rng(3)
+    d = rng.normal(size=(1000, 3))
+    with pytest.raises(ValueError, match=r"directions must be unit vectors: ray 0 .* has length"):
+        scene.cast(np.zeros(3), d)
+    with pytest.raises(ValueError, match="unit vectors"):
+        scene.cast(np.zeros(3), np.array([[2.0, 0.0, 0.0]]))
+    unit = d / np.linalg.norm(d, axis=1, keepdims=True)
+    rot = Rotation.from_euler("xyz", rng.uniform(-3, 3, 3)).as_matrix()
+    hits = scene.cast(np.zeros(3), unit @ rot.T)
+    assert np.isfinite(hits.dist).any()
+    assert len(scene.cast(np.zeros(3), np.empty((0, 3))).dist) == 0
