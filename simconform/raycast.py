@@ -107,17 +107,18 @@ def _check_unit(d: np.ndarray) -> None:
     about 6 us a call (2026-12-07)."""
     if not len(d):
         return
-    s = d[:: max(1, len(d) // (UNIT_SAMPLE - 1))]
-    n2 = np.einsum("ij,ij->i", s, s)
-    last = float(d[-1] @ d[-1])
-    if (np.abs(n2 - 1.0) <= 2e-6).all() and abs(last - 1.0) <= 2e-6:
+    if not _off_unit(np.concatenate([d[:: max(1, len(d) // (UNIT_SAMPLE - 1))], d[-1:]])).any():
         return
-    all2 = np.einsum("ij,ij->i", d, d)
-    i = int(np.argmax(~(np.abs(all2 - 1.0) <= 2e-6)))  # the first one refused
+    i = int(np.argmax(_off_unit(d)))  # the first one refused
     raise ValueError(
         f"directions must be unit vectors: ray {i} {d[i].tolist()} has length "
-        f"{np.sqrt(all2[i]):.9g}"
+        f"{np.linalg.norm(d[i]):.9g}"
     )
+
+
+def _off_unit(d: np.ndarray) -> np.ndarray:
+    """Per direction: |d|^2 farther than 2e-6 from 1 (or NaN)."""
+    return ~(np.abs(np.einsum("ij,ij->i", d, d) - 1.0) <= 2e-6)
 
 
 class Scene:
