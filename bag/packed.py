@@ -16,9 +16,9 @@ import struct
 import numpy as np
 
 from simconform.adapters.base import GnssTruth, ImuTruth, OdomTruth
+from simconform.angles import se2_increment
 from simconform.bag.geodetic import EnuToGeodetic
 from simconform.bag.messages import diagonal_covariance, yaw_quat
-from simconform.pipeline.noise import se2_increment
 from simconform.spec import GnssSpec, ImuSpec, OdomSpec
 
 _CDR_LE = b"\x00\x01\x00\x00"  # encapsulation: plain CDR, little-endian

@@ -11,7 +11,7 @@ import dataclasses
 import numpy as np
 
 from simconform.adapters.base import CameraTruth, GnssTruth, ImuTruth, LidarTruth, OdomTruth
-from simconform.angles import wrap_angle
+from simconform.angles import se2_increment, wrap_angle
 from simconform.pipeline.image_noise import draw_image_noise
 from simconform.spec import CameraSpec, GnssSpec, ImuSpec, LidarSpec, OdomSpec
 
@@ -71,13 +71,6 @@ class GnssNoise:
 
     def apply(self, s: GnssTruth) -> GnssTruth:
         return GnssTruth(enu=self.axes.apply(s.enu, self.rng.standard_normal(3), np.zeros(3)))
-
-
-def se2_increment(a: OdomTruth, b: OdomTruth) -> np.ndarray:
-    """(dx, dy, dyaw) of pose b in the frame of pose a."""
-    c, s = np.cos(a.yaw), np.sin(a.yaw)
-    dx, dy = b.x - a.x, b.y - a.y
-    return np.array([c * dx + s * dy, -s * dx + c * dy, wrap_angle(b.yaw - a.yaw)])
 
 
 def se2_compose(a: OdomTruth, d: np.ndarray) -> OdomTruth:

@@ -17,8 +17,9 @@ the run keeps data:
   estimate is the least exact part), the gt/*.tum lines and the report.
 
 Recording and verifying run one after the other, so the memory estimate is the larger of the
-two phases: recording with every worker of the capture pool, verifying with the process that
-judges a long run's cameras beside it (`offloaded`, verify/parallel.py). The constants were
+two phases: recording with every worker of the capture pool, verifying with the two worker
+processes that read a long run's bag beside the one that writes its report (its cameras in
+one, the other sensors in the other: `offloaded`, verify/parallel.py). The constants were
 measured with tracemalloc, peak RSS and summed PSS on the reference backend (`python
 bench/budget.py --demo`; docs/resources.md); tests/test_output_safety.py checks a real run's
 peak RSS against this estimate.
@@ -93,8 +94,8 @@ REPORT_SENSOR = MiB // 2  # its plots, per sensor
 ZSTD_CLOUD = 0.4
 ZSTD_IMAGE = 0.2
 
-# verify judges the cameras in a second process when they hold this much truth (rgb8 frames)
-# and the machine has 2+ CPUs (verify/parallel.py)
+# verify reads the bag in two worker processes (the cameras; the rest) when the cameras hold
+# this much truth (rgb8 frames) and the machine has 2+ CPUs (verify/parallel.py)
 OFFLOAD_BYTES = 256 * MiB
 
 TF_RATE_HZ = 50.0
@@ -189,7 +190,7 @@ def estimate(
     verify = BASE_PROCESS + sum(r.verify_bytes for r in rows)
     judging = offloaded(spec, {r.name: r.captures for r in rows})
     if judging:
-        verify += BASE_PROCESS  # the cameras' accumulators move; the process is extra
+        verify += 2 * BASE_WORKER  # the accumulators move to the readers; their processes add
     worker = BASE_WORKER + sum(r.worker_bytes for r in rows) if workers else 0
     memory = max(record + workers * worker, verify)
     disk = sum(r.disk_bytes for r in rows) + tf * (TF_MESSAGE + BAG_RECORD + TUM_LINE)
@@ -199,7 +200,9 @@ def estimate(
         plural = "es" if workers > 1 else ""
         notes.append(f"{workers} capture worker process{plural}, about {_fmt(worker)} each")
     if judging:
-        notes.append(f"verify judges {', '.join(judging)} in a second process")
+        notes.append(
+            f"verify reads {', '.join(judging)} and the other sensors in two worker processes"
+        )
     return Estimate(rows, workers, int(memory), int(record), int(verify), int(disk), notes)
 
 

@@ -171,10 +171,18 @@ def worker_context(preload: tuple[str, ...] = ()):
     return ctx
 
 
-COMMON_PRELOAD = ("simconform.cli", "simconform.verify.reading", "simconform.verify.camera")
+COMMON_PRELOAD = (
+    "simconform.cli",
+    "simconform.verify.reading",
+    "simconform.verify.camera",
+    "simconform.verify.sums",
+    "simconform.verify.lidar_sweep",
+    "simconform.pipeline.image_noise",
+)
 """What any pool's worker imports: the command (each worker runs the main module again, and
-for `simconform` that imports the CLI) and verify's reading, which a run's verification
-needs after its capture pool."""
+for `simconform` that imports the CLI) and verify's reading with its compiled kernels, which
+a run's verification needs after its capture pool (verify's own process imports the kernels
+only if it reads: verify/sums.py)."""
 CAPTURE_PRELOAD = (
     "simconform.prefetch",
     "simconform.pipeline.chain",

@@ -66,10 +66,15 @@ class Lines:
         pass
 
 
-def progress_bar(total: int, enabled: bool | None, what: str = "capturing") -> Progress | None:
-    """A bar on a terminal, lines elsewhere (enabled None); a bar (True); nothing (False)."""
+def progress_bar(
+    total: int, enabled: bool | Progress | None, what: str = "capturing"
+) -> Progress | None:
+    """A bar on a terminal, lines elsewhere (enabled None); a bar (True); nothing (False); or
+    the caller's own Progress (a worker counting for its parent: verify/parallel.py)."""
     if enabled is False:
         return None
+    if not isinstance(enabled, bool | None):
+        return enabled
     if enabled or sys.stderr.isatty():
         return Bar(total, what)
     return Lines(total, what)

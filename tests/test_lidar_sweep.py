@@ -1,7 +1,8 @@
 """The verifier's compiled lidar pass and histogram kernels against the numpy definitions they
-replace (verify/lidar_sweep.py, robust.Histogram.add, lidar_edges._group_sums): the same bits
-on random sweeps, with misses, NaNs, zero-length truths, float32 and float64 clouds, and
-column counts on both sides of the edge threshold's precision switch."""
+replace (verify/lidar_sweep.py, and verify/sums.py through robust.Histogram.add and
+lidar_edges.RangeStats.add): the same bits on random sweeps, with misses, NaNs, zero-length
+truths, float32 and float64 clouds, and column counts on both sides of the edge threshold's
+precision switch."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from conftest import write_yaml
 from simconform.adapters.base import OdomTruth
-from simconform.pipeline.noise import se2_increment
+from simconform.angles import se2_increment
 from simconform.spec import OdomSpec, load_spec
 from simconform.verify import tolerances as tl
 from simconform.verify.integrity import Gap

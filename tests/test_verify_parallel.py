@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import pickle
 import shutil
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -55,6 +58,60 @@ def test_camera_in_a_worker_gives_the_single_readers_report(
     assert (one["run"]["integrity"]["status"] == "damaged") is damaged
 
 
+class _Counted:
+    """A Progress that keeps what it was told."""
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+        self.closed = False
+
+    def update(self, done: int) -> None:
+        self.seen.append(done)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_the_readers_progress_reaches_this_processs_bar(short_run: Path, monkeypatch) -> None:
+    """Both readers count their samples into shared memory; the bar of the process that
+    started them shows the sum, last after both are done (each reader counts every 50th)."""
+    monkeypatch.setattr(budget, "OFFLOAD_BYTES", 0)
+    manifest = verifier.load_manifest(short_run)
+    spec = verifier.Spec.model_validate(manifest["spec_content"])
+    origin = verifier.Origin.model_validate(manifest["world_content"]["origin"])
+    bar = _Counted()
+    found, accs, _ = parallel.read_parallel(short_run, manifest, spec, origin, 0.95, bar)
+    total = sum(manifest["captures"].values())
+    assert set(accs) == set(spec.sensors) and found.nothing_judged is False
+    assert bar.closed and bar.seen == sorted(bar.seen)
+    assert 0 < bar.seen[-1] <= total
+
+
+def test_the_reporting_process_loads_no_numba(short_run: Path, tmp_path: Path) -> None:
+    """With both readers in workers, the process that judges and writes the report never
+    imports numba or LLVM (verify/sums.py): 34 MB of its memory and 65-100 MB of the
+    library's pages (docs/verification.md#memory). The report is the single reader's."""
+    run = tmp_path / "run"
+    shutil.copytree(short_run, run, ignore=shutil.ignore_patterns("report"))
+    script = (
+        "import sys, json\n"
+        "from simconform import budget\n"
+        "budget.OFFLOAD_BYTES = 0\n"
+        "from simconform.verify.verifier import verify_run\n"
+        f"report = verify_run({str(run)!r})\n"
+        "print(json.dumps([report['verdict'], 'numba' in sys.modules, "
+        "'llvmlite' in sys.modules, 'matplotlib' in sys.modules]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    verdict, numba, llvm, mpl = json.loads(out.stdout.strip().splitlines()[-1])
+    assert (numba, llvm) == (False, False)
+    assert (
+        mpl and verdict == json.loads((short_run / "report" / "report.json").read_text())["verdict"]
+    )
+
+
 def test_a_short_run_stays_in_one_process(short_run: Path) -> None:
     manifest = verifier.load_manifest(short_run)
     spec = verifier.Spec.model_validate(manifest["spec_content"])
@@ -62,18 +119,18 @@ def test_a_short_run_stays_in_one_process(short_run: Path) -> None:
 
 
 def test_the_memory_estimate_counts_the_judging_process(monkeypatch) -> None:
-    """The demo's 200 s: verify judges its camera in a second process, which the estimate
-    adds to the verify phase (and says so); on one CPU it is not added."""
+    """The demo's 200 s: verify reads its bag in two worker processes, which the estimate
+    adds to the verify phase (and says so); on one CPU they are not added."""
     spec = load_spec(DEMO_SPEC)
     end = 200 * 10**9
     est = budget.estimate(spec, 0, end, workers=2)
-    assert any("second process" in n for n in est.notes)
+    assert any("two worker processes" in n for n in est.notes)
     with monkeypatch.context() as m:
         m.setattr(budget.os, "sched_getaffinity", lambda pid: {0})
         single = budget.estimate(spec, 0, end, workers=2)
-    assert est.verify_bytes - single.verify_bytes == budget.BASE_PROCESS
+    assert est.verify_bytes - single.verify_bytes == 2 * budget.BASE_WORKER
     assert est.memory_bytes == max(est.record_bytes + 2 * _worker(est), est.verify_bytes)
-    assert not any("second process" in n for n in single.notes)
+    assert not any("two worker processes" in n for n in single.notes)
 
 
 def test_the_verify_estimate_stops_growing_with_the_run() -> None:

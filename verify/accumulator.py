@@ -164,7 +164,7 @@ class Accumulator:
         """A published sample in stamp order (for order-dependent statistics; ORDERED)."""
 
     def finish(self) -> None:
-        """The end of the stream: release what the ordering window still holds."""
+        """The end of the stream: release what the ordering window still holds (again: nothing)."""
         for stamp, pair in self.order.flush():
             self._released(stamp, pair)
         self._flush_counts()

@@ -20,12 +20,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 from scipy.special import ndtr
 
 from simconform.bag.messages import COMPRESSED, image_array
 from simconform.pipeline.encode import checked_jpeg_shape, decode_image, encode_jpeg
-from simconform.pipeline.image_noise import draw_image_noise
 from simconform.pipeline.rng import stable_id
 from simconform.spec import CameraSpec
 from simconform.verify import stats
@@ -50,21 +48,12 @@ def error_moments(image: np.ndarray, truth: np.ndarray) -> tuple[float, float]:
     """Mean and mean square of image - truth over every pixel and channel, in one compiled
     pass with integer sums: exact, so equal to numpy's float64 means of the int16 error."""
     n = image.size
-    s, s2 = _error_sums(
+    from simconform.verify.sums import error_sums  # numba only where data is added
+
+    s, s2 = error_sums(
         np.ascontiguousarray(image).reshape(-1), np.ascontiguousarray(truth).reshape(-1)
     )
     return s / n, s2 / n
-
-
-@njit(cache=True, nogil=True)
-def _error_sums(a, b) -> tuple[int, int]:
-    s = 0
-    s2 = 0
-    for i in range(a.size):
-        e = np.int64(a[i]) - np.int64(b[i])
-        s += e
-        s2 += e * e
-    return s, s2
 
 
 def raw_error_tables(bias: float, sigma: float) -> tuple[np.ndarray, np.ndarray]:
@@ -152,6 +141,8 @@ class CameraAccumulator(Accumulator):
     def _jpeg_prediction(self, truth: np.ndarray) -> tuple[float, float, float]:
         s: CameraSpec = self.spec
         n = s.noise.intensity
+        from simconform.pipeline.image_noise import draw_image_noise  # numba: as sums.py
+
         noisy = draw_image_noise(truth, np.float32(n.bias), np.float32(n.sigma), self.rng)
         sim = decode_image(encode_jpeg(noisy, s.jpeg_quality, s.jpeg_subsampling))
         alone = decode_image(encode_jpeg(truth, s.jpeg_quality, s.jpeg_subsampling))

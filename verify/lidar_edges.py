@@ -27,7 +27,6 @@ from __future__ import annotations
 import copy
 
 import numpy as np
-from numba import njit
 
 from simconform.verify import robust
 
@@ -53,35 +52,16 @@ class RangeStats:
         self.sample = robust.Reservoir()
 
     def add(self, e: np.ndarray, lat: np.ndarray, ring: np.ndarray, sector: np.ndarray) -> None:
+        from simconform.verify.sums import group_sums  # numba only where data is added
+
         self.moments.add(e)
         self.lateral.add(lat)
         self.hist.add(e)
         self.ring_hist.add(e, ring)
         self.sector_hist.add(e, sector)
         for sums, g in ((self.ring_sums, ring), (self.sector_sums, sector)):
-            _group_sums(g, e, self.moments.shift, lat, sums)
+            group_sums(g, e, self.moments.shift, lat, sums)
         self.sample.add(e)
-
-
-@njit(cache=True, nogil=True)
-def _group_sums(g, e, shift, lat, sums) -> None:
-    """sums[:, group] += (n, sum y, sum y^2, sum lat^2), y = e - shift: per call from 0 in
-    input order, then added, the bits of the four np.bincount calls it replaces (10-13
-    against 57-64 us a demo sweep's rings)."""
-    groups = sums.shape[1]
-    part = np.zeros((4, groups))
-    for i in range(len(e)):
-        gi = g[i]
-        if gi < 0 or gi >= groups:
-            raise ValueError("group out of range")
-        y = e[i] - shift
-        part[0, gi] += 1.0
-        part[1, gi] += y
-        part[2, gi] += y * y
-        part[3, gi] += lat[i] * lat[i]
-    for k in range(4):
-        for j in range(groups):
-            sums[k, j] += part[k, j]
 
 
 def edge_rel(columns: int) -> float | np.floating:

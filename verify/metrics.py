@@ -13,7 +13,6 @@ from simconform.verify import robust, stats
 from simconform.verify import tolerances as tl
 from simconform.verify.accumulator import Accumulator, metric, normality, not_applicable
 from simconform.verify.lidar_edges import EdgeSplit
-from simconform.verify.lidar_sweep import sweep
 from simconform.verify.pairing import Pair
 from simconform.verify.series import SeriesStats
 
@@ -87,6 +86,8 @@ class LidarAccumulator(Accumulator):
                 f"does not match the spec's {self.nominal.shape[:2]} rings x columns"
             )
         # range_and_lateral and lidar_edges.edge_rays of the paired rays, in one compiled pass
+        from simconform.verify.lidar_sweep import sweep  # numba: as verify/sums.py
+
         sw = sweep(truth, pub, self.nominal, self.split.scale)
         self.finite_truth += sw.finite_truth
         self.lost += sw.lost

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from simconform.angles import wrap_angle
+from simconform.angles import se2_increment, wrap_angle
 from simconform.bag.messages import odom_pose
-from simconform.pipeline.noise import se2_increment
 from simconform.spec import OdomSpec
 from simconform.verify.accumulator import Accumulator
 from simconform.verify.pairing import HOLD_CHECK_NS, HOLD_SLACK_NS, Pair, Unpaired
@@ -75,6 +74,8 @@ class OdomAccumulator(Accumulator):
         super().finish()
         if self.newest is not None:
             self._judge_before(self.newest + 1)
+        for ser in self.series:
+            ser.flush()
 
     def _judge_before(self, limit: int) -> None:
         """Judge, in stamp order, every held capture older than `limit`."""

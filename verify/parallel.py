@@ -1,29 +1,36 @@
-"""Judge a run's camera frames in a second process while this one judges the other sensors.
+"""Judge a run's camera frames and its other sensors in two worker processes.
 
 A camera dominates verification: each frame's JPEG is decoded and compared with its truth
-image (the 200 s demo: about 5 of its 15 s of reading). On a machine with two or more CPUs, a
-run holding more than budget.OFFLOAD_BYTES of camera truth has its cameras judged by a worker
-process that reads the bag itself (each reader decompresses the bag: the price of not
-shipping images between processes) while this process judges the rest; the report is the one
-a single reader gives (`tests/test_verify_parallel.py`). Where the two readings of the bag's
-integrity differ (damage found in one pass only, say) everything is read again in one process.
-Short runs stay in one process: a worker's start (imports, about 2 s) would cost more than it
-saves.
+image (the 200 s demo: 3.1 CPU-s of its 6.1 s, 2026-12-07). On a machine with two or more
+CPUs, a run holding more than budget.OFFLOAD_BYTES of camera truth has its cameras judged by
+one worker process and its other sensors by another, each reading the bag itself (each reader
+decompresses the bag: the price of not shipping images between processes), while this
+process, which writes the report, imports the figures' libraries and shows the readers'
+progress. The readers use the
+compiled kernels (verify/sums.py); this process then never loads numba and LLVM, 34 MB of
+memory and 65-100 MB of the library's pages (docs/verification.md#memory). The report is the
+one a single reader gives (`tests/test_verify_parallel.py`). Where the two readings of the
+bag's integrity differ (damage found in one pass only, say), or a reader dies, everything is
+read again in this process. Short runs stay in one process: the workers' start (their
+fork server's imports) would cost more than it saves.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from simconform.budget import offloaded
 from simconform.lifeline import VERIFY_PRELOAD, become_worker, end_pool, worker_context
+from simconform.progress import progress_bar
 from simconform.spec import Spec
 from simconform.verify.reading import read_run
 from simconform.world import Origin
+
+_counts = None  # in a reader: the shared array its progress is counted into
 
 
 def offload(spec: Spec, manifest: dict) -> tuple[str, ...]:
@@ -40,36 +47,39 @@ def read_parallel(
     progress,
     while_waiting: Callable[[], object] | None = None,
 ) -> tuple:
-    """As verify.reading.read_run over every sensor, with `offload`'s cameras in a worker.
-    `while_waiting`: called here once this process has read its share, if the worker is still
-    reading (verify imports matplotlib for the figures then: 0.4-0.8 s off the end)."""
+    """As verify.reading.read_run over every sensor, with `offload`'s cameras in one worker
+    and the other sensors in another. `while_waiting`: called here while they read (verify
+    imports matplotlib for the figures then)."""
     cams = offload(spec, manifest)
     if not cams:
         return read_run(run_dir, manifest, spec, origin, level, progress)
     rest = tuple(n for n in spec.sensors if n not in cams)
+    ctx = worker_context(VERIFY_PRELOAD)
+    counts = ctx.RawArray("q", 2)  # each reader's samples so far, for this process's bar
     pool = ProcessPoolExecutor(
-        max_workers=1,
-        mp_context=worker_context(VERIFY_PRELOAD),
-        initializer=become_worker,
-        initargs=(os.getpid(),),
+        max_workers=2, mp_context=ctx, initializer=_become_reader, initargs=(os.getpid(), counts)
     )
     ok = False
     try:
-        part = pool.submit(_part, run_dir, manifest, spec, origin, level, cams)
-        found, accs, summary = read_run(run_dir, manifest, spec, origin, level, progress, rest)
-        if while_waiting is not None and not part.done():
+        # the first reader checks the run's files; the camera reader leaves them to it
+        first = pool.submit(_part, run_dir, manifest, spec, origin, level, rest, 0, True)
+        second = pool.submit(_part, run_dir, manifest, spec, origin, level, cams, 1, False)
+        if while_waiting is not None:
             while_waiting()
+        captures = manifest.get("captures") or {}
+        _follow(progress, sum(captures.values()) or 1, counts, (first, second))
         try:
-            found2, accs2, summary2 = part.result()
-        except BrokenProcessPool:  # the worker died (killed, out of memory): one reader
-            found2 = None
+            found, accs, summary = first.result()
+            found2, accs2, summary2 = second.result()
+        except BrokenProcessPool:  # a reader died (killed, out of memory): one reader
+            found = found2 = None
         ok = True
     finally:
-        end_pool(pool, kill=not ok)  # Ctrl-C or an error here: the worker goes too
-    if found2 is not None:  # the worker left the files to this process
+        end_pool(pool, kill=not ok)  # Ctrl-C or an error here: the readers go too
+    if found is not None and found2 is not None:  # the camera reader left the files to the first
         found2.files, found2.outputs_recorded = found.files, found.outputs_recorded
-    if found2 is None or found2.as_dict() != found.as_dict():  # one reader decides
-        return read_run(run_dir, manifest, spec, origin, level, progress)
+    if found is None or found2 is None or found2.as_dict() != found.as_dict():
+        return read_run(run_dir, manifest, spec, origin, level, progress)  # one reader decides
     accs = {n: (accs | accs2)[n] for n in spec.sensors}  # the spec's order, as one reader's
     for acc in accs.values():
         acc.gaps = found.gaps
@@ -81,9 +91,50 @@ def read_parallel(
     return found, accs, summary
 
 
-def _part(run_dir: Path, manifest: dict, spec: Spec, origin: Origin, level: float, cams):
-    """The worker's share: read_run over the cameras, without a progress bar, and without
-    hashing the run's files, which this process's reader does (0.6 s of the worker's time on
-    the demo). What the files' findings change in the bag's (its notes and gaps) differs
-    then from this process's findings, so a changed file sends the run to one reader."""
-    return read_run(run_dir, manifest, spec, origin, level, False, cams, files=False)
+def _follow(progress, total: int, counts, futures) -> None:
+    """This process's bar (or lines) over both readers' counts until both are done, or one
+    fails."""
+    bar = progress_bar(total, progress, "verifying")
+    if bar is None:
+        wait(futures, return_when=FIRST_EXCEPTION)
+        return
+    try:
+        while wait(futures, timeout=0.25, return_when=FIRST_EXCEPTION).not_done:
+            bar.update(min(sum(counts), total))
+        bar.update(min(sum(counts), total))
+    finally:
+        bar.close()
+
+
+class _Tally:
+    """A reader's progress (verify/reading.py updates it), counted into its slot of the shared
+    array for the bar of the process that started it."""
+
+    def __init__(self, slot: int) -> None:
+        self.slot = slot
+
+    def update(self, done: int) -> None:
+        _counts[self.slot] = done
+
+    def close(self) -> None:
+        pass
+
+
+def _become_reader(owner: int, counts) -> None:
+    global _counts
+    become_worker(owner)
+    _counts = counts
+
+
+def _part(run_dir: Path, manifest: dict, spec: Spec, origin: Origin, level: float,
+          sensors: tuple[str, ...], slot: int, files: bool):  # fmt: skip
+    """A reader's share: read_run over `sensors`, its progress counted in `slot`. `files`:
+    whether it also checks the run's files against run.json (the camera reader does not: 0.6
+    s of its time on the demo); what the files' findings change in the bag's (its notes and
+    gaps) then differs between the readers, so a changed file sends the run to one reader."""
+    found, accs, summary = read_run(
+        run_dir, manifest, spec, origin, level, _Tally(slot), sensors, files
+    )
+    for acc in accs.values():  # their streams ended here, where the compiled kernels are
+        acc.finish()  # loaded: judging them then needs none (verify/sums.py)
+    return found, accs, summary

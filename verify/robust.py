@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from simconform.verify import distributions as dist
 from simconform.verify import stats
@@ -143,7 +142,9 @@ class Histogram:
         g = np.zeros(x.size, dtype=np.int64) if group is None else np.asarray(group).ravel()
         if g.shape != x.shape:
             raise ValueError(f"{g.size} groups for {x.size} values")
-        _hist_add(
+        from simconform.verify.sums import hist_add  # numba only where data is added
+
+        hist_add(
             x, np.ascontiguousarray(g, dtype=np.int64), self.centre, self.width, self.bins,
             self.counts, self.outside, self.below, self.outside_sq,
         )  # fmt: skip
@@ -158,33 +159,6 @@ class Histogram:
 
     def row(self, group: int | None = None) -> np.ndarray:
         return self.counts.sum(axis=0) if group is None else self.counts[group]
-
-
-@njit(cache=True, nogil=True)
-def _hist_add(x, g, centre, width, bins, counts, outside, below, outside_sq) -> None:
-    """Histogram.add in one compiled pass, with the counts and sums numpy's floor, masks and
-    bincounts gave: the bin is floor((x - centre) / width + bins / 2), and what falls outside
-    is summed per call from 0 in input order, then added, as bincount's weights are. About
-    15 against 50 us a demo lidar sweep, whose three histograms were a third of the
-    verifier's lidar time."""
-    groups = len(outside)
-    part = np.zeros(groups)
-    half = bins / 2
-    for i in range(len(x)):  # checked first: a refused call changes nothing
-        if g[i] < 0 or g[i] >= groups:
-            raise ValueError("histogram group out of range")
-    for i in range(len(x)):
-        gi = g[i]
-        k = np.floor((x[i] - centre) / width + half)
-        if k >= 0 and k < bins:
-            counts[gi, int(k)] += 1
-        else:
-            d = x[i] - centre
-            outside[gi] += 1
-            below[gi] += d < 0
-            part[gi] += d * d
-    for j in range(groups):
-        outside_sq[j] += part[j]
 
 
 def _quantile_at_rank(counts: np.ndarray, centres: np.ndarray, rank: float) -> float:

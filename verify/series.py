@@ -35,21 +35,22 @@ class SeriesStats:
 
     @property
     def n(self) -> int:
-        self._flush()
+        self.flush()
         return self.moments.n
 
     def add(self, v: float) -> None:
         self.buf.append(float(v))
         if len(self.buf) >= CHUNK:
-            self._flush()
+            self.flush()
 
     def extend(self, x: np.ndarray) -> None:
-        self._flush()
+        self.flush()
         x = np.asarray(x, dtype=np.float64).ravel()
         for i in range(0, x.size, CHUNK):
             self._add(x[i : i + CHUNK])
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
+        """Add the values `add` has buffered (their chunk is not full yet)."""
         if self.buf:
             x, self.buf = np.asarray(self.buf), []
             self._add(x)
@@ -76,7 +77,7 @@ class SeriesStats:
 
     def robust(self, level: float) -> dict:
         """robust.robust_of_array of the series."""
-        self._flush()
+        self.flush()
         if self.hist is None:
             self._grid()
         skew, kurt = self.moments.shape()
@@ -87,11 +88,11 @@ class SeriesStats:
 
     def white(self) -> np.ndarray:
         """The normality check's series: the values, or (walk) pair differences / sqrt 2."""
-        self._flush()
+        self.flush()
         return self.pairs.white.values() if self.pairs.white is not None else self.sample.values()
 
     def allan_walk(self, dt: float, white_sigma: float, level: float) -> stats.Estimate:
-        self._flush()
+        self.flush()
         if self.blocks is None:
             return stats.Estimate(math.nan, (math.nan, math.nan), self.n, level)
         return self.blocks.allan_walk(dt, white_sigma, level)
