@@ -90,7 +90,8 @@ def test_the_readers_progress_reaches_this_processs_bar(short_run: Path, monkeyp
 def test_the_reporting_process_loads_no_numba(short_run: Path, tmp_path: Path) -> None:
     """With both readers in workers, the process that judges and writes the report never
     imports numba or LLVM (verify/sums.py): 34 MB of its memory and 65-100 MB of the
-    library's pages (docs/verification.md#memory). The report is the single reader's."""
+    library's pages (docs/verification.md#three-processes-for-a-camera-run). The report is
+    the single reader's."""
     run = tmp_path / "run"
     shutil.copytree(short_run, run, ignore=shutil.ignore_patterns("report"))
     script = (

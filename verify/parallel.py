@@ -6,13 +6,13 @@ CPUs, a run holding more than budget.OFFLOAD_BYTES of camera truth has its camer
 one worker process and its other sensors by another, each reading the bag itself (each reader
 decompresses the bag: the price of not shipping images between processes), while this
 process, which writes the report, imports the figures' libraries and shows the readers'
-progress. The readers use the
-compiled kernels (verify/sums.py); this process then never loads numba and LLVM, 34 MB of
-memory and 65-100 MB of the library's pages (docs/verification.md#memory). The report is the
-one a single reader gives (`tests/test_verify_parallel.py`). Where the two readings of the
-bag's integrity differ (damage found in one pass only, say), or a reader dies, everything is
-read again in this process. Short runs stay in one process: the workers' start (their
-fork server's imports) would cost more than it saves.
+progress. The readers use the compiled kernels (verify/sums.py); this process then never
+loads numba and LLVM, 34 MB of memory and 65-100 MB of the library's pages
+(docs/verification.md#three-processes-for-a-camera-run). The report is the one a single
+reader gives (`tests/test_verify_parallel.py`). Where the two readings of the bag's integrity
+differ (damage found in one pass only, say), or a reader dies, everything is read again in
+this process. Short runs stay in one process: the workers' start (their fork server's
+imports) would cost more than it saves.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ They sit apart from the classes that hold their state (verify/robust.py, lidar_e
 camera.py), and those import them where they first add data, so that a process that only
 reports never loads numba and LLVM: verify's main process while its workers read the bag
 (verify/parallel.py), 34 MB of memory and 65-100 MB of the library's pages
-(docs/verification.md#memory). verify/lidar_sweep.py, the lidar's compiled pass, is imported
-the same way.
+(docs/verification.md#three-processes-for-a-camera-run). verify/lidar_sweep.py, the lidar's
+compiled pass, is imported the same way.
 """
 
 from __future__ import annotations
