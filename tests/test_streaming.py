@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import chisquare
 
-from simconform.verify import stats, streaming
+from simconform.verify import robust, stats, streaming
 from simconform.verify.accumulator import quantile_estimate
 from simconform.verify.robust import robust_of_array
 from simconform.verify.series import SeriesStats
@@ -216,6 +216,28 @@ def test_series_robust_equals_robust_of_array(x, sigma, data):
         elif not isinstance(v, float):
             assert got[k] == v, k
     np.testing.assert_array_equal(s.sample.values(), x)
+
+
+@settings(max_examples=100, deadline=None)
+@given(x=series, sigma=st.sampled_from([0.0, 0.5]))
+def test_an_ended_series_is_judged_without_adding(x, sigma):
+    """`end` (a reader's last step, verify/parallel.py) adds what is buffered and fixes the
+    grid, also the one a series without a configured sigma takes from its data: judging
+    then adds nothing, so the process that writes the report needs no compiled kernel, and
+    the result is what judging the series unended gives."""
+    ended, open_ = SeriesStats(sigma, 1.0), SeriesStats(sigma, 1.0)
+    for v in x:
+        ended.add(v)
+        open_.add(v)
+    ended.end()
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(robust.Histogram, "add", lambda *a: pytest.fail("added while judging"))
+        got = ended.robust(0.95)
+        assert ended.n == x.size
+    want = open_.robust(0.95)
+    assert got.keys() == want.keys()
+    for k, v in want.items():
+        assert got[k] == v or (isinstance(v, float) and math.isnan(v) and math.isnan(got[k])), k
 
 
 def test_a_sample_later_than_the_reorder_window_is_left_out_of_the_rate_and_counted():

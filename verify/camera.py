@@ -47,9 +47,9 @@ HIST_FRAMES = 3
 def error_moments(image: np.ndarray, truth: np.ndarray) -> tuple[float, float]:
     """Mean and mean square of image - truth over every pixel and channel, in one compiled
     pass with integer sums: exact, so equal to numpy's float64 means of the int16 error."""
-    n = image.size
     from simconform.verify.sums import error_sums  # numba only where data is added
 
+    n = image.size
     s, s2 = error_sums(
         np.ascontiguousarray(image).reshape(-1), np.ascontiguousarray(truth).reshape(-1)
     )

@@ -257,6 +257,8 @@ class VectorAccumulator(Accumulator):
     def finish(self) -> None:
         super().finish()
         self._convert()
+        for ser in self.series:
+            ser.end()
 
     def _convert(self) -> None:
         if not self.batch:

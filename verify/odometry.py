@@ -75,7 +75,7 @@ class OdomAccumulator(Accumulator):
         if self.newest is not None:
             self._judge_before(self.newest + 1)
         for ser in self.series:
-            ser.flush()
+            ser.end()
 
     def _judge_before(self, limit: int) -> None:
         """Judge, in stamp order, every held capture older than `limit`."""
