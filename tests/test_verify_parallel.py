@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,49 @@ def test_the_readers_progress_reaches_this_processs_bar(short_run: Path, monkeyp
     assert set(accs) == set(spec.sensors) and found.nothing_judged is False
     assert bar.closed and bar.seen == sorted(bar.seen)
     assert 0 < bar.seen[-1] <= total
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        try:
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        if entry.name.isdigit() and f"\nPPid:\t{pid}\n" in status:
+            out.append(int(entry.name))
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the readers' pids from /proc")
+def test_ctrl_c_while_the_readers_read_ends_both(short_run: Path, monkeypatch) -> None:
+    """Ctrl-C in the verifying process while both readers read (raised here from the call
+    made right after they start): the interrupt reaches the caller and neither reader is
+    left running (verify/parallel.py ends them before the interrupt leaves it)."""
+    from multiprocessing import forkserver
+
+    from simconform.lifeline import VERIFY_PRELOAD, start_fork_server
+
+    monkeypatch.setattr(budget, "OFFLOAD_BYTES", 0)
+    manifest = verifier.load_manifest(short_run)
+    spec = verifier.Spec.model_validate(manifest["spec_content"])
+    origin = verifier.Origin.model_validate(manifest["world_content"]["origin"])
+    start_fork_server(VERIFY_PRELOAD)  # this process's server (an earlier test's, or a new one)
+    server = forkserver._forkserver._forkserver_pid
+    before = set(_children(server))
+    seen: list[int] = []
+
+    def interrupt() -> None:
+        deadline = time.monotonic() + 60
+        while len(seen) < 2 and time.monotonic() < deadline:  # both readers started
+            seen[:] = sorted(set(_children(server)) - before)
+            time.sleep(0.005)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        parallel.read_parallel(short_run, manifest, spec, origin, 0.95, False, interrupt)
+    assert len(seen) == 2
+    assert not [pid for pid in seen if Path(f"/proc/{pid}").exists()]
 
 
 def test_the_reporting_process_loads_no_numba(short_run: Path, tmp_path: Path) -> None:
