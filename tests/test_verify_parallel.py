@@ -31,6 +31,13 @@ def _report(run: Path, parallel_on: bool, monkeypatch) -> dict:
     return report
 
 
+def _inputs(run: Path):
+    """A run's manifest, spec and world origin, as verify_run reads them."""
+    manifest = verifier.load_manifest(run)
+    spec = verifier.Spec.model_validate(manifest["spec_content"])
+    return manifest, spec, verifier.Origin.model_validate(manifest["world_content"]["origin"])
+
+
 @pytest.mark.parametrize("damage", [None, "bag/bag.mcap", "gt/lidar.tum", "bag/metadata.yaml"])
 def test_camera_in_a_worker_gives_the_single_readers_report(
     short_run: Path, tmp_path: Path, monkeypatch, damage: str | None
@@ -77,9 +84,7 @@ def test_the_readers_progress_reaches_this_processs_bar(short_run: Path, monkeyp
     """Both readers count their samples into shared memory; the bar of the process that
     started them shows the sum, last after both are done (each reader counts every 50th)."""
     monkeypatch.setattr(budget, "OFFLOAD_BYTES", 0)
-    manifest = verifier.load_manifest(short_run)
-    spec = verifier.Spec.model_validate(manifest["spec_content"])
-    origin = verifier.Origin.model_validate(manifest["world_content"]["origin"])
+    manifest, spec, origin = _inputs(short_run)
     bar = _Counted()
     found, accs, _ = parallel.read_parallel(short_run, manifest, spec, origin, 0.95, bar)
     total = sum(manifest["captures"].values())
@@ -110,9 +115,7 @@ def test_ctrl_c_while_the_readers_read_ends_both(short_run: Path, monkeypatch) -
     from simconform.lifeline import VERIFY_PRELOAD, start_fork_server
 
     monkeypatch.setattr(budget, "OFFLOAD_BYTES", 0)
-    manifest = verifier.load_manifest(short_run)
-    spec = verifier.Spec.model_validate(manifest["spec_content"])
-    origin = verifier.Origin.model_validate(manifest["world_content"]["origin"])
+    manifest, spec, origin = _inputs(short_run)
     start_fork_server(VERIFY_PRELOAD)  # this process's server (an earlier test's, or a new one)
     server = forkserver._forkserver._forkserver_pid
     before = set(_children(server))
@@ -267,9 +270,7 @@ def test_an_error_while_judging_stops_the_read_ahead_before_the_bag_closes(
             raise ValueError("a bad frame")
 
     monkeypatch.setattr(camera.CameraAccumulator, "add", add)
-    manifest = verifier.load_manifest(short_run)
-    spec = verifier.Spec.model_validate(manifest["spec_content"])
-    origin = verifier.Origin.model_validate(manifest["world_content"]["origin"])
+    manifest, spec, origin = _inputs(short_run)
     with pytest.raises(UserError, match="a bad frame") as err:
         reading.read_run(short_run, manifest, spec, origin, 0.95, False, ("camera",))
     assert not any(t.name == "simconform-read-ahead" for t in threading.enumerate())

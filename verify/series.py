@@ -85,9 +85,7 @@ class SeriesStats:
 
     def robust(self, level: float) -> dict:
         """robust.robust_of_array of the series."""
-        self.flush()
-        if self.hist is None:
-            self._grid()
+        self.end()
         skew, kurt = self.moments.shape()
         return robust.robust_summary(self.hist, level) | {
             "skewness": skew,
