@@ -118,7 +118,7 @@ def _run(cell: Cell, spec, world, trajectory, out: Path) -> tuple[str, bool]:
         from simconform.downstream.localize import LocalizeConfig, localize
 
         localize(LocalizeConfig(result.out, reverify=False))
-    report = verify_run(result.out, cell.confidence)
+    report = verify_run(result.out, cell.confidence, jobs=0)  # cells are the parallel unit
     return report["verdict"], bool(report["run"]["complete"])
 
 

@@ -162,7 +162,7 @@ def check_campaign_budget(plan: Plan, todo: list, at_once: int, out: Path) -> No
         start, end = spans[c.scene]
         if c.duration is not None:
             end = min(end, start + round(c.duration * 1e9))
-        est = budget.estimate(specs[c.variant], start, end, 0, c.storage)
+        est = budget.estimate(specs[c.variant], start, end, 0, c.storage, jobs=0)
         memory.append(est.memory_bytes)
         disk += est.disk_bytes
     need = budget.Estimate([], at_once, sum(sorted(memory)[-at_once:]), 0, 0, disk)

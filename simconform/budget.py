@@ -17,9 +17,10 @@ the run keeps data:
   estimate is the least exact part), the gt/*.tum lines and the report.
 
 Recording and verifying run one after the other, so the memory estimate is the larger of the
-two phases: recording with every worker of the capture pool, verifying with the two worker
-processes that read a long run's bag beside the one that writes its report (its cameras in
-one, the other sensors in the other: `offloaded`, verify/parallel.py). The constants were
+two phases: recording with every worker of the capture pool, verifying with the worker
+processes that read a long camera run's bag beside the one that writes its report (its
+cameras in one, the other sensors in the other, or with `--jobs 1` everything in one:
+`verify_readers`, verify/parallel.py). The constants were
 measured with tracemalloc, peak RSS and summed PSS on the reference backend (`python
 bench/budget.py --demo`; docs/resources.md); tests/test_output_safety.py checks a real run's
 peak RSS against this estimate.
@@ -143,6 +144,16 @@ def offloaded(spec: Spec, captures: dict[str, int]) -> tuple[str, ...]:
     return cams if size >= OFFLOAD_BYTES else ()
 
 
+def verify_readers(spec: Spec, captures: dict[str, int], jobs: int | None = None) -> int:
+    """The worker processes verify reads the bag in: 0 (this process reads it), 1 (one reads
+    every sensor) or 2 (`offloaded`'s cameras in one, the other sensors in the other).
+    `jobs`: at most that many (`--jobs`: 0 keeps verifying in-process, as recording); None:
+    as many as help."""
+    if not offloaded(spec, captures):
+        return 0
+    return 2 if jobs is None else min(jobs, 2)
+
+
 @dataclass
 class SensorEstimate:
     name: str
@@ -176,10 +187,12 @@ def estimate(
     workers: int = 0,
     storage: str = "mcap",
     emulate: str | None = None,
+    jobs: int | None = None,
 ) -> Estimate:
     """Memory and disk of recording and verifying `spec` over [start_ns, end_ns).
 
-    `workers`: capture worker processes (0: heavy sensors render in this process)."""
+    `workers`: capture worker processes (0: heavy sensors render in this process); `jobs`:
+    the run's `--jobs`, which bounds verify's readers (`verify_readers`)."""
     rows = [
         _sensor(n, s, start_ns, end_ns, workers, storage, emulate) for n, s in spec.sensors.items()
     ]
@@ -188,9 +201,8 @@ def estimate(
     record = BASE_PROCESS + events * SCHEDULE_EVENT + sum(r.record_bytes for r in rows)
     record += max((r.peak_bytes for r in rows), default=0)
     verify = BASE_PROCESS + sum(r.verify_bytes for r in rows)
-    judging = offloaded(spec, {r.name: r.captures for r in rows})
-    if judging:
-        verify += 2 * BASE_WORKER  # the accumulators move to the readers; their processes add
+    readers = verify_readers(spec, {r.name: r.captures for r in rows}, jobs)
+    verify += readers * BASE_WORKER  # the accumulators move to the readers; their processes add
     worker = BASE_WORKER + sum(r.worker_bytes for r in rows) if workers else 0
     memory = max(record + workers * worker, verify)
     disk = sum(r.disk_bytes for r in rows) + tf * (TF_MESSAGE + BAG_RECORD + TUM_LINE)
@@ -199,10 +211,11 @@ def estimate(
     if workers:
         plural = "es" if workers > 1 else ""
         notes.append(f"{workers} capture worker process{plural}, about {_fmt(worker)} each")
-    if judging:
-        notes.append(
-            f"verify reads {', '.join(judging)} and the other sensors in two worker processes"
-        )
+    if readers == 2:
+        judging = ", ".join(offloaded(spec, {r.name: r.captures for r in rows}))
+        notes.append(f"verify reads {judging} and the other sensors in two worker processes")
+    elif readers:
+        notes.append("verify reads every sensor in one worker process")
     return Estimate(rows, workers, int(memory), int(record), int(verify), int(disk), notes)
 
 

@@ -39,10 +39,10 @@ def early_preload(argv: list[str]) -> tuple[str, ...] | None:
     verify/parallel.py), so that the server is the one the pool would have started."""
     if not argv or _NEVER & set(argv) or usable_cpus() < 2:
         return None
+    if argv[0] not in ("run", "verify") or _flag(argv, "--jobs") == "0":
+        return None
     if argv[0] == "verify":
         return VERIFY_PRELOAD if _may_offload(argv[1:]) else None
-    if argv[0] != "run" or _flag(argv, "--jobs") == "0":
-        return None
     if _flag(argv, "--backend") not in (None, "reference"):
         return None  # other engines load their modules in each worker (capture_preload)
     from simconform.registry import BACKENDS
@@ -54,7 +54,8 @@ def _may_offload(args: list[str]) -> bool:
     """Whether `verify DIR` may judge a camera in a worker: DIR's run.json names a camera
     beside other sensors (the first conditions of budget.offloaded, read without loading the
     spec's models). True where run.json cannot tell: the guess then starts the server."""
-    rest = [a for i, a in enumerate(args) if not (i and args[i - 1] == "--confidence")]
+    valued = ("--confidence", "--jobs")
+    rest = [a for i, a in enumerate(args) if not (i and args[i - 1] in valued)]
     run_dir = next((a for a in rest if not a.startswith("-")), None)
     if run_dir is None:
         return True

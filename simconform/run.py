@@ -184,7 +184,7 @@ def prepare(cfg: RunConfig) -> Prepared:
         refuse_actors(inp.world, engine)
     heavy = any(isinstance(s, LidarSpec | CameraSpec) for s in inp.spec.sensors.values())
     workers = cfg.jobs if cfg.jobs > 0 and backend.prefetch and heavy else 0
-    est = estimate(inp.spec, inp.start_ns, inp.end_ns, workers, cfg.storage, cfg.emulate)
+    est = estimate(inp.spec, inp.start_ns, inp.end_ns, workers, cfg.storage, cfg.emulate, cfg.jobs)
     return Prepared(inp, backend, workers, est)
 
 

@@ -20,13 +20,13 @@ from simconform.spec import load_spec
 from simconform.verify import pairing, parallel, reading, verifier
 
 
-def _report(run: Path, parallel_on: bool, monkeypatch) -> dict:
+def _report(run: Path, parallel_on: bool, monkeypatch, jobs: int | None = None) -> dict:
     with monkeypatch.context() as m:
         if parallel_on:
             m.setattr(budget, "OFFLOAD_BYTES", 0)  # the 3 s run's camera is worth a worker
         else:
-            m.setattr(parallel, "offload", lambda spec, manifest: ())
-        report = verifier.verify_run(run, write=False)
+            m.setattr(budget, "offloaded", lambda spec, captures: ())
+        report = verifier.verify_run(run, write=False, jobs=jobs)
     report.pop("provenance")
     return report
 
@@ -60,10 +60,36 @@ def test_camera_in_a_worker_gives_the_single_readers_report(
     with monkeypatch.context() as m:
         m.setattr(budget, "OFFLOAD_BYTES", 0)
         assert parallel.offload(spec, manifest) == ("camera",)
+        assert budget.verify_readers(spec, manifest["captures"]) == 2
+        assert budget.verify_readers(spec, manifest["captures"], jobs=1) == 1
     one = _report(run, False, monkeypatch)
     two = _report(run, True, monkeypatch)
     assert two == one
+    assert _report(run, True, monkeypatch, jobs=1) == one  # --jobs 1: one worker reads it all
     assert (one["run"]["integrity"]["status"] == "damaged") is damaged
+
+
+def test_jobs_0_verifies_without_another_process(short_run: Path, tmp_path: Path, monkeypatch):
+    """`--jobs 0` keeps verification in-process, as it keeps recording: no reader is started
+    and no figure is drawn in a fork, even where the camera would be worth a worker; the
+    report and its figures are the ones the readers and the fork give."""
+    run = tmp_path / "run"
+    shutil.copytree(short_run, run, ignore=shutil.ignore_patterns("report"))
+    monkeypatch.setattr(budget, "OFFLOAD_BYTES", 0)
+    two = verifier.verify_run(run)
+    figures = {p.name: p.read_bytes() for p in (run / "report").glob("*.png")}
+    assert len(figures) >= 2
+
+    def refused(*_args, **_kwargs):
+        raise AssertionError("--jobs 0 started a process")
+
+    monkeypatch.setattr(parallel, "ProcessPoolExecutor", refused)
+    monkeypatch.setattr("simconform.verify.figures.os.fork", refused)
+    none = verifier.verify_run(run, jobs=0)
+    assert {p.name: p.read_bytes() for p in (run / "report").glob("*.png")} == figures
+    for report in (two, none):
+        report.pop("provenance")
+    assert none == two
 
 
 class _Counted:
@@ -179,6 +205,13 @@ def test_the_memory_estimate_counts_the_judging_process(monkeypatch) -> None:
     assert est.verify_bytes - single.verify_bytes == 2 * budget.BASE_WORKER
     assert est.memory_bytes == max(est.record_bytes + 2 * _worker(est), est.verify_bytes)
     assert not any("two worker processes" in n for n in single.notes)
+    # --jobs bounds the readers: 1 reads every sensor in one worker, 0 in this process
+    one = budget.estimate(spec, 0, end, workers=1, jobs=1)
+    none = budget.estimate(spec, 0, end, jobs=0)
+    assert est.verify_bytes - one.verify_bytes == budget.BASE_WORKER
+    assert any("every sensor in one worker process" in n for n in one.notes)
+    assert none.verify_bytes == single.verify_bytes
+    assert not any("verify reads" in n for n in none.notes)
 
 
 def test_the_verify_estimate_stops_growing_with_the_run() -> None:

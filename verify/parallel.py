@@ -11,7 +11,9 @@ loads numba and LLVM, 34 MB of memory and 65-100 MB of the library's pages
 (docs/verification.md#three-processes-for-a-camera-run). The report is the one a single
 reader gives (`tests/test_verify_parallel.py`). Where the two readings of the bag's integrity
 differ (damage found in one pass only, say), or a reader dies, everything is read again in
-this process. Short runs stay in one process: the workers' start (their fork server's
+this process. `--jobs` bounds the readers as it bounds a run's capture workers
+(budget.verify_readers): with 1 one worker reads every sensor, with 0 this process does.
+Short runs stay in one process: the workers' start (their fork server's
 imports) would cost more than it saves.
 """
 
@@ -23,7 +25,7 @@ from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from simconform.budget import offloaded
+from simconform.budget import offloaded, verify_readers
 from simconform.lifeline import VERIFY_PRELOAD, become_worker, end_pool, worker_context
 from simconform.progress import progress_bar
 from simconform.spec import Spec
@@ -46,39 +48,49 @@ def read_parallel(
     level: float,
     progress,
     while_waiting: Callable[[], object] | None = None,
+    jobs: int | None = None,
 ) -> tuple:
     """As verify.reading.read_run over every sensor, with `offload`'s cameras in one worker
-    and the other sensors in another. `while_waiting`: called here while they read (verify
-    imports matplotlib for the figures then)."""
-    cams = offload(spec, manifest)
-    if not cams:
+    and the other sensors in another, or (`jobs` 1) every sensor in one worker; `jobs` as in
+    budget.verify_readers. `while_waiting`: called here while they read (verify imports
+    matplotlib for the figures then)."""
+    captures = manifest.get("captures") or {}
+    readers = verify_readers(spec, captures, jobs)
+    if not readers:
         return read_run(run_dir, manifest, spec, origin, level, progress)
+    cams = offload(spec, manifest) if readers == 2 else ()
     rest = tuple(n for n in spec.sensors if n not in cams)
     ctx = worker_context(VERIFY_PRELOAD)
     counts = ctx.RawArray("q", 2)  # each reader's samples so far, for this process's bar
     pool = ProcessPoolExecutor(
-        max_workers=2, mp_context=ctx, initializer=_become_reader, initargs=(os.getpid(), counts)
+        max_workers=readers,
+        mp_context=ctx,
+        initializer=_become_reader,
+        initargs=(os.getpid(), counts),
     )
     ok = False
     try:
         # the first reader checks the run's files; the camera reader leaves them to it
-        first = pool.submit(_part, run_dir, manifest, spec, origin, level, rest, 0, True)
-        second = pool.submit(_part, run_dir, manifest, spec, origin, level, cams, 1, False)
+        parts = [pool.submit(_part, run_dir, manifest, spec, origin, level, rest, 0, True)]
+        if cams:
+            parts.append(pool.submit(_part, run_dir, manifest, spec, origin, level, cams, 1, False))
         if while_waiting is not None:
             while_waiting()
-        captures = manifest.get("captures") or {}
-        _follow(progress, sum(captures.values()) or 1, counts, (first, second))
+        _follow(progress, sum(captures.values()) or 1, counts, parts)
         try:
-            found, accs, summary = first.result()
-            found2, accs2, summary2 = second.result()
+            results = [f.result() for f in parts]
         except BrokenProcessPool:  # a reader died (killed, out of memory): one reader
-            found = found2 = None
+            results = None
         ok = True
     finally:
         end_pool(pool, kill=not ok)  # Ctrl-C or an error here: the readers go too
-    if found is not None and found2 is not None:  # the camera reader left the files to the first
-        found2.files, found2.outputs_recorded = found.files, found.outputs_recorded
-    if found is None or found2 is None or found2.as_dict() != found.as_dict():
+    if results is None:
+        return read_run(run_dir, manifest, spec, origin, level, progress)
+    if not cams:
+        return results[0]
+    (found, accs, summary), (found2, accs2, summary2) = results
+    found2.files, found2.outputs_recorded = found.files, found.outputs_recorded  # left to the first
+    if found2.as_dict() != found.as_dict():
         return read_run(run_dir, manifest, spec, origin, level, progress)  # one reader decides
     accs = {n: (accs | accs2)[n] for n in spec.sensors}  # the spec's order, as one reader's
     for acc in accs.values():
@@ -92,7 +104,7 @@ def read_parallel(
 
 
 def _follow(progress, total: int, counts, futures) -> None:
-    """This process's bar (or lines) over both readers' counts until both are done, or one
+    """This process's bar (or lines) over the readers' counts until all are done, or one
     fails."""
     bar = progress_bar(total, progress, "verifying")
     if bar is None:

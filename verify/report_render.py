@@ -148,7 +148,9 @@ def html_page(report: dict, plots: list[str], folder: Path | None = None) -> str
 """
 
 
-def write_reports(out: Path, report: dict, samples: dict) -> list[Path]:
+def write_reports(out: Path, report: dict, samples: dict, fork: bool | None = None) -> list[Path]:
+    """report.json, .md, .html, junit.xml and the figures into `out`; `fork` as in
+    verify.figures.draw."""
     from simconform.verify.figures import draw
     from simconform.verify.plots import _plt, figures
     from simconform.verify.plots_overview import overview
@@ -156,7 +158,8 @@ def write_reports(out: Path, report: dict, samples: dict) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     _plt()  # imported before a fork: the child need not import it again
     made = draw(
-        [(overview, (out / OVERVIEW, report, samples), 1.4), *figures(out, report, samples)]
+        [(overview, (out / OVERVIEW, report, samples), 1.4), *figures(out, report, samples)],
+        fork,
     )
     plots = [p for p in made if p is not None]
     names = [p.name for p in plots]

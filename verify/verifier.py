@@ -55,16 +55,23 @@ def load_manifest(run_dir: Path) -> dict:
 
 
 def verify_run(
-    run_dir: Path, level: float = 0.95, write: bool = True, progress: bool | None = False
+    run_dir: Path,
+    level: float = 0.95,
+    write: bool = True,
+    progress: bool | None = False,
+    jobs: int | None = None,
 ) -> dict:
     """Judge a run folder and (write) its report/; `progress` as in simconform/progress.py
-    (None: a bar on a terminal, lines elsewhere; False: silent). BLAS on one thread, as in
-    simconform.run.run."""
+    (None: a bar on a terminal, lines elsewhere; False: silent). `jobs`: at most that many
+    worker processes read the bag (0: none, and the figures are drawn here too; None: as many
+    as help; verify/parallel.py). BLAS on one thread, as in simconform.run.run."""
     with threadpool_limits(limits=1, user_api="blas"):
-        return _verify(Path(run_dir), level, write, progress)
+        return _verify(Path(run_dir), level, write, progress, jobs)
 
 
-def _verify(run_dir: Path, level: float, write: bool, progress: bool | None) -> dict:
+def _verify(
+    run_dir: Path, level: float, write: bool, progress: bool | None, jobs: int | None
+) -> dict:
     t0 = time.monotonic()
     run_dir = Path(run_dir)
     if not 0.5 <= level < 1:
@@ -78,7 +85,7 @@ def _verify(run_dir: Path, level: float, write: bool, progress: bool | None) -> 
     except ValidationError as err:
         raise from_validation(run_dir / "run.json", err) from None
     found, accs, summary = read_parallel(
-        run_dir, manifest, spec, origin, level, progress, _import_pyplot if write else None
+        run_dir, manifest, spec, origin, level, progress, _import_pyplot if write else None, jobs
     )
     start = int(manifest["start_ns"])
     end = found.span_end_ns if found.span_end_ns is not None else int(manifest["end_ns"])
@@ -153,7 +160,9 @@ def _verify(run_dir: Path, level: float, write: bool, progress: bool | None) -> 
         with update(run_dir, "run") as out:  # a run still being recorded holds the lock
             out.declare("report/")
             try:
-                write_reports(run_dir / "report", report, {n: a.samples for n, a in accs.items()})
+                samples = {n: a.samples for n, a in accs.items()}
+                fork = False if jobs == 0 else None  # --jobs 0: no process beside this one
+                write_reports(run_dir / "report", report, samples, fork)
             except OSError as exc:
                 raise io_error(run_dir, exc, " (the report)") or exc from None
             out.seal()

@@ -82,7 +82,8 @@ def run(
     jobs: Annotated[
         int | None,
         typer.Option(
-            help="Worker processes rendering lidar/camera ahead and adding their noise "
+            help="Worker processes rendering lidar/camera ahead and adding their noise, and "
+            "at most that many (up to 2) reading a long camera run's bag to verify it "
             "(default: the CPUs this process may use, max 4; 0: in-process).",
             min=0,
             max=64,
@@ -169,7 +170,7 @@ def run(
                 f"[yellow]interrupted by {result.stopped_by}[/]: the bag is closed and holds "
                 f"{sum(result.captures.values())} captures; verifying what was recorded"
             )
-        report = verify_run(result.out, confidence, progress=shown)
+        report = verify_run(result.out, confidence, progress=shown, jobs=cfg.jobs)
     print_verdict(report, result.out / "report", quiet, as_json)
     if not (quiet or as_json):
         print(f"report: {result.out / 'report' / 'report.md'}")
@@ -255,6 +256,16 @@ def verify(
         Path, typer.Argument(help="A run folder made by `simconform run`.", metavar="DIR")
     ],
     confidence: Annotated[float, typer.Option(help="Confidence level of every interval.")] = 0.95,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            help="Worker processes reading a long camera run's bag: its cameras in one, the "
+            "other sensors in another (default: 2 where the CPUs allow; 1: every sensor in "
+            "one; 0: in-process).",
+            min=0,
+            max=64,
+        ),
+    ] = None,
     progress: ProgressOpt = None,
     quiet: QuietOpt = False,
     as_json: JsonOpt = False,
@@ -267,6 +278,6 @@ def verify(
     from simconform.verify.verifier import verify_run
 
     check_confidence(confidence)
-    report = verify_run(run_dir, confidence, progress=progress_of(progress, quiet))
+    report = verify_run(run_dir, confidence, progress=progress_of(progress, quiet), jobs=jobs)
     print_verdict(report, Path(run_dir) / "report", quiet, as_json)
     raise typer.Exit(exit_code(report))
