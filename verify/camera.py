@@ -22,6 +22,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import ndtr
 
+from simconform.bag.deferred import DeferredImage
 from simconform.bag.messages import COMPRESSED, image_array
 from simconform.pipeline.encode import checked_jpeg_shape, decode_image, encode_jpeg
 from simconform.pipeline.rng import stable_id
@@ -93,6 +94,8 @@ def decode_frame(msg) -> np.ndarray | JpegFrame:
         data = bytes(msg.data)
         shape = checked_jpeg_shape(data)
         return decode_image(data) if shape is None else JpegFrame(data, shape)
+    if isinstance(msg, DeferredImage):  # a truth image whose pixels wait until compared
+        return msg
     return image_array(msg)
 
 
@@ -124,6 +127,10 @@ class CameraAccumulator(Accumulator):
         compared = s.encoding == "raw" or self.paired % self.every == 0
         if isinstance(pub, JpegFrame) and (compared or len(self.hist) < HIST_FRAMES):
             pub = pub.pixels()
+        if isinstance(truth, DeferredImage) and (
+            compared or len(self.hist) < HIST_FRAMES or not self.images
+        ):
+            truth = image_array(truth)  # its chunk decompressed and checked now
         if len(self.hist) < HIST_FRAMES:
             self.hist.append((pub.astype(np.int16) - truth.astype(np.int16)).ravel())
         if not self.images:

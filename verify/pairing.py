@@ -62,6 +62,7 @@ def stream_pairs(
     max_latency_ns: dict[str, int] | None = None,
     on_damage: Callable[[str, int, str], None] | None = None,
     ahead: int = 0,
+    defer: frozenset[str] = frozenset(),
 ) -> Iterator[tuple[str, Pair | Unpaired]]:
     """Yield (sensor, Pair) as matches arrive, then (sensor, Unpaired) for every leftover truth.
 
@@ -72,6 +73,8 @@ def stream_pairs(
     (a bag without checksums can hold damaged bytes) goes to `on_damage(topic, log_ns, why)`,
     which makes its log time a gap, instead of raising. `ahead` > 0: a thread reads and
     deserializes up to that many messages ahead of the decoding and pairing (`_ahead`).
+    `defer`: topics whose large messages may come with their data not yet decompressed
+    (SourceBag.messages).
     """
     role = {}
     for sensor, (pub, truth_topic) in topics.items():
@@ -92,7 +95,7 @@ def stream_pairs(
             missing[0],
             f"expected the topic in the bag (has: {', '.join(sorted(present))})",
         )
-    read = _deserialized(src, wanted)
+    read = _deserialized(src, wanted, defer)
     # closed on leaving (an error, or the caller closing this generator: verify/reading.py),
     # not when the error is freed: the read-ahead thread stops before the bag is closed
     with contextlib.closing(_ahead(read, ahead) if ahead else read) as stream:
@@ -171,10 +174,12 @@ def _release_old(
             yield sensor, Unpaired(st, value)
 
 
-def _deserialized(src: SourceBag, wanted: set[str]) -> Generator[tuple, None, None]:
+def _deserialized(
+    src: SourceBag, wanted: set[str], defer: frozenset[str] = frozenset()
+) -> Generator[tuple, None, None]:
     """(topic, log_ns, message, None) for each message of `wanted`, or (topic, log_ns, None,
     the exception) for one that does not deserialize."""
-    for topic, msgtype, log_ns, raw in src.messages(wanted):
+    for topic, msgtype, log_ns, raw in src.messages(wanted, defer):
         try:
             yield topic, log_ns, src.deserialize(raw, msgtype), None
         except Exception as exc:  # rosbags raises many types for damaged bytes

@@ -82,8 +82,13 @@ def _judge(run_dir: Path, manifest: dict, spec: Spec, origin: Origin, level: flo
     late = {n: round(tl.latency_max_ms(s.latency) * 1e6) for n, s in chosen.items()}
     summary = BagSummary()
     ahead = READ_AHEAD if any(s.type == "camera" for s in chosen.values()) else 0
+    # a JPEG camera compares a sample of its frames with their truth: the others' truth images
+    # are read only as far as their headers (bag/deferred.py)
+    defer = frozenset(
+        topics[n][1] for n, s in chosen.items() if s.type == "camera" and s.encoding == "jpeg"
+    )
     pairs = stream_pairs(
-        src, topics, decode, summary, found.excluded_at, late, found.undecodable, ahead
+        src, topics, decode, summary, found.excluded_at, late, found.undecodable, ahead, defer
     )
     total = sum(v for n, v in (manifest.get("captures") or {}).items() if n in chosen) or 1
     bar = progress_bar(total, progress, "verifying")

@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from isal.isal_zlib import crc32  # zlib's CRC-32, 6x faster (ISA-L; bag/storage.py)
 from rosbags.typesys.msg import normalize_msgtype
 
+from simconform.bag.deferred import open_chunk
 from simconform.bag.salvage.base import (
     RELEASE_BYTES,
     Buffer,
@@ -53,11 +54,15 @@ class McapScan(Salvage):
 
     format = "rosbag2 (mcap)"
 
-    def scan(self, topics: set[str] | None = None) -> Iterator[tuple[int, int, bytes]]:
+    def scan(
+        self, topics: set[str] | None = None, defer: frozenset[str] = frozenset()
+    ) -> Iterator[tuple[int, int, bytes]]:
         """Every message (channel id, log ns, data) in file order. With `topics`, a chunk of a
         finished file whose message index names only other topics is not decompressed: its
         bytes are vouched for by the data section CRC, checked at the end, which must be
-        stored for the file (else every chunk is read); `skipped` counts such chunks."""
+        stored for the file (else every chunk is read); `skipped` counts such chunks. On the
+        same terms, a zstd chunk holding one message of a topic in `defer` is yielded as a
+        bag.deferred.Deferred, decompressed only as far as its message's header."""
         self.stop_reason, self.clean_end = "end of data", False
         self.skipped = 0
         self.damaged = []
@@ -72,6 +77,7 @@ class McapScan(Salvage):
             schemas: dict[int, tuple[str, str, str]] = {}
             self._summary(buf, schemas)
             self._topics = topics if topics is not None and _data_crc_stored(buf) else None
+            self._defer = defer if self._topics is not None else frozenset()
             ended = yield from self._top(buf, schemas)
             if not ended:
                 self.stop_reason = (
@@ -109,6 +115,9 @@ class McapScan(Salvage):
                     return False
                 if self._unwanted(buf, pos + 9 + length):
                     last_chunk = self._skip(buf, pos)
+                elif (lone := self._deferred(buf, pos, pos + 9 + length)) is not None:
+                    yield from self._good([lone])
+                    last_chunk = None
                 else:
                     last_chunk = yield from self._chunk(buf, pos, schemas)
                 pos += 9 + length
@@ -203,21 +212,25 @@ class McapScan(Salvage):
     def _unwanted(self, buf: Buffer, pos: int) -> bool:
         """The chunk that ends at `pos` holds messages, all of known channels whose topics this
         reading does not want, as the message index records that follow it say."""
-        if self._topics is None:
-            return False
-        held, end = False, len(buf)
-        while pos + 9 + 6 <= end and buf[pos] == 0x07:
-            (n,) = struct.unpack_from("<Q", buf, pos + 1)
-            cid, size = struct.unpack_from("<HI", buf, pos + 9)
-            if pos + 9 + n > end or size != n - 6:
-                return False
-            if size:
-                conn = self.conns.get(cid)
-                if conn is None or conn[0] in self._topics:
-                    return False
-                held = True
-            pos += 9 + n
-        return held
+        topics = self._topics
+        held = [c for c, n in _index(buf, pos) or () if n] if topics is not None else []
+        return bool(held) and all(c in self.conns and self.conns[c][0] not in topics for c in held)
+
+    def _deferred(self, buf: Buffer, pos: int, index_at: int) -> tuple | None:
+        """(channel id, log ns, Deferred) of the chunk at `pos` where its message index (at
+        `index_at`) names one message, of a topic this reading defers; None to read it whole."""
+        held = [(c, n) for c, n in _index(buf, index_at) or () if n] if self._defer else []
+        if len(held) != 1 or held[0][1] != 16 or held[0][0] not in self.conns:
+            return None  # a message index entry is 16 bytes: one message
+        _start, _end, usize, crc, method, data_at, csize = _chunk_header(buf, pos)
+        if self.conns[held[0][0]][0] not in self._defer or method != "zstd":
+            return None
+        got = open_chunk(bytes(buf[data_at : data_at + csize]), crc, usize)
+        if got is None or got[0] != held[0][0]:
+            return None
+        self.chunks["total"] += 1
+        self.chunks["with_crc"] += crc != 0
+        return got
 
     def _skip(self, buf: Buffer, pos: int) -> None:
         """Count an unwanted chunk as `_chunk` would an intact one, without decompressing it."""
@@ -383,6 +396,20 @@ def _chunk_header(buf: Buffer, pos: int) -> tuple | None:
     if method not in _COMPRESSIONS or length != 40 + n + csize or start > stop:
         return None
     return start, stop, usize, crc, method, pos + 49 + n, csize
+
+
+def _index(buf: Buffer, pos: int) -> list[tuple[int, int]] | None:
+    """(channel id, bytes of entries) of the message index records at `pos`, those after a
+    chunk; None where one is malformed."""
+    out, end = [], len(buf)
+    while pos + 9 + 6 <= end and buf[pos] == 0x07:
+        (n,) = struct.unpack_from("<Q", buf, pos + 1)
+        cid, size = struct.unpack_from("<HI", buf, pos + 9)
+        if pos + 9 + n > end or size != n - 6:
+            return None
+        out.append((cid, size))
+        pos += 9 + n
+    return out
 
 
 def _resync(buf: Buffer, pos: int, end: int) -> int | None:
