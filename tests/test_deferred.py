@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_integrity import Intact, copy_run, flip, verify_checked
 
 from simconform.bag import deferred
 from simconform.bag.deferred import DeferredImage, deferred_image, open_chunk
 from simconform.bag.messages import TYPESTORE, T, image_array
 from simconform.bag.reader import SourceBag
-from test_integrity import Intact, copy_run, flip, verify_checked
 
 TRUTH = "/truth/camera/image"
 
