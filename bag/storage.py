@@ -8,13 +8,17 @@ inside a chunk decompresses to plausible garbage that every reader accepts (issu
 range_std 9.4e35 from one flipped byte). `CrcMcapWriter` fills the three fields in:
 
 - Chunk `uncompressed_crc`: CRC-32 of the chunk's uncompressed records, computed before rosbags
-  writes the chunk and patched into the record right after (9 + 24 bytes into it: opcode,
+  writes the chunk and put into the record as rosbags writes it (9 + 24 bytes into it: opcode,
   length, start, end, uncompressed size). rosbags' reader, the mcap libraries and
   simconform.bag.salvage.mcap check it.
 - DataEnd `data_section_crc`: CRC-32 of every byte from the start of the file up to the DataEnd
-  record (as the mcap libraries compute it: magic and header included), and Footer
-  `summary_crc`: from the summary section's start through the Footer's summary_offset_start
-  field. Both are patched once rosbags has closed the file, reading it back in 1 MiB blocks.
+  record (as the mcap libraries compute it: magic and header included), summed as the bytes
+  are written (`_Summed`), so that it vouches for what the writer produced, not for what a
+  read back would find: a reader that leaves a chunk undecompressed (the chunks of topics it
+  does not read, a truth image it does not compare: bag/salvage/mcap.py, bag/deferred.py)
+  relies on it as on the chunk's own CRC. Footer `summary_crc`: from the summary section's
+  start through the Footer's summary_offset_start field, read back once rosbags has closed
+  the file (the summary is written at once, at the close). Both are patched in then.
 
 CRC-32 comes from ISA-L (`isal`), the same polynomial as zlib's at 12.6 against 2.1 GB/s on
 the build machine: a camera run's chunks hold about 10 MB of raw images per simulated second,
@@ -23,8 +27,11 @@ and every byte is summed when written and again when verified.
 Why a subclass and not the `mcap` package's writer: rosbags also writes metadata.yaml and the
 rosbag2 metadata record, and the bags must stay byte-identical for the same inputs and seed;
 the subclass changes nothing but the three CRC fields (positions fixed by the MCAP spec and
-checked before each patch). Each chunk is flushed to the operating system as it is written,
-so a process killed mid-run leaves every complete chunk in the file.
+checked before each patch), and never writes a chunk that holds no message: rosbags puts the
+schema and channel records of new connections in the pending chunk, and closing that before a
+message of its own chunk (below) wrote one with its message times at 2^63 - 1 and 0, which
+readers refuse as damage. Each chunk is flushed to the operating system as it is written, so
+a process killed mid-run leaves every complete chunk in the file.
 
 sqlite3: rosbags' writer holds the whole bag in one transaction, committed on close; a process
 killed mid-run leaves a hot journal, and the first program that opens the database rolls it
@@ -36,7 +43,6 @@ a flipped byte inside a message is found by the SHA-256 that run.json records of
 
 from __future__ import annotations
 
-import os
 import struct
 from pathlib import Path
 from typing import ClassVar
@@ -89,7 +95,7 @@ class CrcMcapWriter(McapWriter):
         self.message_end_time = max(timestamp, self.message_end_time)
         self.channel_stats[connection.id] += 1
         size = memoryview(data).nbytes
-        if size >= OWN_CHUNK and self.chunk.bio.tell():
+        if size >= OWN_CHUNK and self.chunk.msgs:  # new connections' records stay with it
             self.close_chunk()
         chunk = self.chunk
         chunk.message_start_time = min(timestamp, chunk.message_start_time)
@@ -105,30 +111,77 @@ class CrcMcapWriter(McapWriter):
         super().__init__(path, compression)
         if self.compression == "zstd":
             self.compressor = _zstd_fast
+        self.bio.flush()  # rosbags wrote the magic and the header: summed from here on
+        self.bio = _Summed(self.bio, self.path.read_bytes())
 
     def close_chunk(self) -> None:
         with self.chunk.bio.getbuffer() as records:
             crc = crc32(records)
         start = self.bio.tell()
+        self.bio.expect(start, struct.pack("<I", crc))
         super().close_chunk()
+        if self.bio.chunk_at is not None:
+            raise RuntimeError(f"{self.path}: no chunk record at byte {start}")
         self.bio.flush()  # the complete chunk reaches the OS: a killed run keeps it
-        fd = os.open(self.path, os.O_RDWR)  # rosbags opened the file write-only
-        try:
-            head = os.pread(fd, _CHUNK_CRC + 4, start)
-            op, _n, _t0, _t1, _size, old = struct.unpack("<BQQQQI", head)
-            if op != 0x06 or old != 0:
-                raise RuntimeError(f"{self.path}: no chunk record at byte {start}")
-            os.pwrite(fd, struct.pack("<I", crc), start + _CHUNK_CRC)
-        finally:
-            os.close(fd)
 
     def close(self, version: int, metadata: str) -> None:
+        self.bio.closing = True  # the DataEnd record comes in this call
         super().close(version, metadata)
-        seal(self.path)
+        seal(self.path, self.bio.data_end)
 
 
-def seal(path: Path) -> None:
-    """Write the DataEnd and Footer CRCs of a closed MCAP file (rosbags leaves them at 0)."""
+class _Summed:
+    """The bag file as rosbags writes it, with the CRC-32 of every byte written so far: at the
+    DataEnd record (`data_end`: its offset and the CRC of what precedes it) that is the data
+    section CRC. `expect(start, crc)`: the chunk record rosbags writes next at `start` gets
+    `crc` in its CRC field (rosbags writes 0 there) on its way into the file."""
+
+    def __init__(self, fh, written: bytes) -> None:
+        self.fh, self.pos, self.crc = fh, len(written), crc32(written)
+        self.chunk_at: int | None = None
+        self.chunk_crc = b""
+        self.closing = False
+        self.data_end: tuple[int, int] | None = None
+
+    def expect(self, start: int, crc: bytes) -> None:
+        self.chunk_at, self.chunk_crc = start, crc
+
+    def write(self, data) -> int:
+        view = memoryview(data).cast("B")
+        n = view.nbytes
+        at = self.chunk_at
+        if at is not None and self.pos == at and (n != 1 or view[0] != 0x06):
+            raise RuntimeError(f"{self.fh.name}: no chunk record at byte {at}")
+        if at is not None and self.pos <= at + _CHUNK_CRC < self.pos + n:
+            k = at + _CHUNK_CRC - self.pos
+            if view[k : k + 4] != bytes(4):
+                raise RuntimeError(f"{self.fh.name}: chunk at byte {at} has a CRC already")
+            self._put(view[:k])
+            self._put(memoryview(self.chunk_crc))
+            self._put(view[k + 4 :])
+            self.chunk_at = None
+            return n
+        if self.closing and self.data_end is None and n == 1 and view[0] == 0x0F:
+            self.data_end = (self.pos, self.crc)  # DataEnd's opcode: the data section ends
+        self._put(view)
+        return n
+
+    def _put(self, view: memoryview) -> None:
+        self.crc = crc32(view, self.crc)
+        self.pos += view.nbytes
+        self.fh.write(view)
+
+    def tell(self) -> int:
+        return self.pos
+
+    def __getattr__(self, name: str):
+        return getattr(self.fh, name)  # flush, close, name
+
+
+def seal(path: Path, data_end_crc: tuple[int, int] | None = None) -> None:
+    """Write the DataEnd and Footer CRCs of a closed MCAP file (rosbags leaves them at 0).
+    `data_end_crc`: the DataEnd record's offset and the data section's CRC as the writer summed
+    it (`_Summed`); None to sum the file as it is now."""
     with open(path, "r+b") as fh:
         size = fh.seek(0, 2)
         fh.seek(size - 8 - _FOOTER)
@@ -142,7 +195,9 @@ def seal(path: Path) -> None:
         if op != 0x0F or length != 4:
             raise RuntimeError(f"{path}: no DataEnd record at byte {data_end}")
         footer = size - 8 - _FOOTER
-        data_crc = _crc(fh, 0, data_end)
+        if data_end_crc is not None and data_end_crc[0] != data_end:
+            raise RuntimeError(f"{path}: DataEnd at byte {data_end}, written at {data_end_crc[0]}")
+        data_crc = _crc(fh, 0, data_end) if data_end_crc is None else data_end_crc[1]
         summary_crc = _crc(fh, summary_start, footer + _FOOTER - 4)
         fh.seek(data_end + 9)
         fh.write(struct.pack("<I", data_crc))

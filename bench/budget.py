@@ -118,7 +118,8 @@ def main() -> None:
     for name, spec, duration, jobs in cases:
         model = Spec.model_validate(spec or yaml.safe_load(DEMO_SPEC.read_text()))
         length = int((duration or 200.0) * 1e9)
-        est = estimate(model, 0, length, default_jobs() if jobs is None else jobs)
+        n = default_jobs() if jobs is None else jobs
+        est = estimate(model, 0, length, n, jobs=n)  # --jobs bounds verify's readers too
         with tempfile.TemporaryDirectory(prefix="simconform-bench-") as tmp:
             got = measure(Path(tmp), spec, duration, jobs)
         rows.append(

@@ -86,10 +86,12 @@ class JpegFrame(NamedTuple):
         return decode_image(self.data)
 
 
-def decode_frame(msg) -> np.ndarray | JpegFrame:
+def decode_frame(msg) -> np.ndarray | JpegFrame | DeferredImage:
     """A camera message as the accumulator takes it: an Image's or a PNG's pixels, a clean
-    JPEG as a JpegFrame. A JPEG libjpeg-turbo refuses is decoded at once, by Pillow where it
-    can (`decode_image`), so a damaged frame is found, or decoded, here as before."""
+    JPEG as a JpegFrame, a truth image read from its chunk's first bytes as it is (its pixels
+    are decompressed in add_pair if its frame is compared). A JPEG libjpeg-turbo refuses is
+    decoded at once, by Pillow where it can (`decode_image`), so a damaged frame is found, or
+    decoded, here as before."""
     if msg.__msgtype__ == COMPRESSED:
         data = bytes(msg.data)
         shape = checked_jpeg_shape(data)
