@@ -39,7 +39,7 @@ def early_preload(argv: list[str]) -> tuple[str, ...] | None:
     verify/parallel.py), so that the server is the one the pool would have started."""
     if not argv or _NEVER & set(argv) or usable_cpus() < 2:
         return None
-    if argv[0] not in ("run", "verify") or _flag(argv, "--jobs") == "0":
+    if argv[0] not in ("run", "verify") or _zero(_flag(argv, "--jobs")):
         return None
     if argv[0] == "verify":
         return VERIFY_PRELOAD if _may_offload(argv[1:]) else None
@@ -65,6 +65,14 @@ def _may_offload(args: list[str]) -> bool:
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return True
     return 0 < kinds.count("camera") < len(kinds)
+
+
+def _zero(value: str | None) -> bool:
+    """`--jobs` given as 0 (as typer reads it: 0, 00, +0)."""
+    try:
+        return value is not None and int(value) == 0
+    except ValueError:
+        return False
 
 
 def _flag(argv: list[str], name: str) -> str | None:

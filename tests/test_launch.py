@@ -60,6 +60,7 @@ def test_verify_starts_a_server_only_for_a_camera_beside_other_sensors(
     assert launch.early_preload(["verify", str(tmp_path), "--json"]) == want
     assert launch.early_preload(["verify", "--jobs", "1", str(tmp_path)]) == want
     assert launch.early_preload(["verify", "--jobs", "0", str(tmp_path)]) is None  # in-process
+    assert launch.early_preload(["verify", "--jobs=00", str(tmp_path)]) is None
     (tmp_path / "run.json").write_text("{not json")
     assert launch.early_preload(["verify", str(tmp_path)]) == lifeline.VERIFY_PRELOAD
     assert launch.early_preload(["verify", str(tmp_path / "nothing")]) == lifeline.VERIFY_PRELOAD
