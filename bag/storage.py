@@ -27,10 +27,12 @@ and every byte is summed when written and again when verified.
 Why a subclass and not the `mcap` package's writer: rosbags also writes metadata.yaml and the
 rosbag2 metadata record, and the bags must stay byte-identical for the same inputs and seed;
 the subclass changes nothing but the three CRC fields (positions fixed by the MCAP spec and
-checked before each patch), and never writes a chunk that holds no message: rosbags puts the
-schema and channel records of new connections in the pending chunk, and closing that before a
-message of its own chunk (below) wrote one with its message times at 2^63 - 1 and 0, which
-readers refuse as damage. Each chunk is flushed to the operating system as it is written, so
+checked before each patch), and writes no chunk with its message times at 2^63 - 1 and 0,
+which readers refuse as damage: rosbags puts the schema and channel records of new
+connections in the pending chunk, and wrote them so when it closed that chunk before a
+message of a chunk of its own (below), or closed a bag before its first message. The records
+now stay with the message, and a chunk left without one has the times the MCAP spec gives
+it, 0 and 0. Each chunk is flushed to the operating system as it is written, so
 a process killed mid-run leaves every complete chunk in the file.
 
 sqlite3: rosbags' writer holds the whole bag in one transaction, committed on close; a process
@@ -115,6 +117,8 @@ class CrcMcapWriter(McapWriter):
         self.bio = _Summed(self.bio, self.path.read_bytes())
 
     def close_chunk(self) -> None:
+        if not self.chunk.msgs:  # schema and channel records alone (a bag closed before its
+            self.chunk.message_start_time = 0  # first message): the MCAP spec's times, 0 and 0
         with self.chunk.bio.getbuffer() as records:
             crc = crc32(records)
         start = self.bio.tell()

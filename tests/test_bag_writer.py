@@ -58,6 +58,25 @@ def test_a_new_topics_first_large_message_writes_no_empty_chunk(tmp_path: Path) 
         assert len(list(make_reader(fh, validate_crcs=True).iter_messages())) == 2
 
 
+def test_a_bag_closed_before_its_first_message_reads_clean(tmp_path: Path) -> None:
+    """A run stopped before its first message is written leaves a bag of connections only:
+    its one chunk holds their records and no message, with the MCAP spec's times for that (0
+    and 0), so it is read as an empty, intact bag, not as damage."""
+    rec = BagRecorder(tmp_path / "bag")
+    rec.connection("/imu", "sensor_msgs/msg/Imu")
+    rec.advance(None)
+    rec.writer.close()
+    src = SourceBag(tmp_path / "bag")
+    try:
+        assert list(src.messages({"/imu"})) == []
+        assert [c.topic for c in src.connections] == ["/imu"]
+    finally:
+        src.close()
+    assert not src.damaged and not src.notes and src.read_with == "rosbags"
+    with open(tmp_path / "bag" / "bag.mcap", "rb") as fh:
+        assert list(make_reader(fh, validate_crcs=True).iter_messages()) == []
+
+
 def test_damage_before_the_close_fails_the_data_section_crc(tmp_path: Path) -> None:
     """A byte of a written chunk changed in the file before the bag is closed (the write
     path: page cache, disk): the data section CRC, summed as the writer wrote, no longer
