@@ -113,9 +113,10 @@ class McapScan(Salvage):
                 if not fits:  # cut off by the end of the file
                     yield from self._chunk(buf, pos, schemas, cut=True)
                     return False
-                if self._unwanted(buf, pos + 9 + length):
+                held = _held(buf, pos + 9 + length) if self._topics is not None else None
+                if self._unwanted(held):
                     last_chunk = self._skip(buf, pos)
-                elif (lone := self._deferred(buf, pos, pos + 9 + length)) is not None:
+                elif (lone := self._deferred(buf, pos, held)) is not None:
                     yield from self._good([lone])
                     last_chunk = None
                 else:
@@ -209,17 +210,17 @@ class McapScan(Salvage):
         yield from self._good(msgs)
         return None
 
-    def _unwanted(self, buf: Buffer, pos: int) -> bool:
-        """The chunk that ends at `pos` holds messages, all of known channels whose topics this
-        reading does not want, as the message index records that follow it say."""
-        topics = self._topics
-        held = [c for c, n in _index(buf, pos) or () if n] if topics is not None else []
-        return bool(held) and all(c in self.conns and self.conns[c][0] not in topics for c in held)
+    def _unwanted(self, held: list[tuple[int, int]] | None) -> bool:
+        """The chunk whose message index names `held` (`_held`) holds messages, all of known
+        channels whose topics this reading does not want."""
+        want = self._topics or ()
+        return bool(held) and all(c in self.conns and self.conns[c][0] not in want for c, _ in held)
 
-    def _deferred(self, buf: Buffer, pos: int, index_at: int) -> tuple | None:
-        """(channel id, log ns, Deferred) of the chunk at `pos` where its message index (at
-        `index_at`) names one message, of a topic this reading defers; None to read it whole."""
-        held = [(c, n) for c, n in _index(buf, index_at) or () if n] if self._defer else []
+    def _deferred(self, buf: Buffer, pos: int, held: list[tuple[int, int]] | None) -> tuple | None:
+        """(channel id, log ns, Deferred) of the chunk at `pos` where its message index names
+        one message (`held`), of a topic this reading defers; None to read it whole."""
+        if not self._defer or held is None:
+            return None
         if len(held) != 1 or held[0][1] != 16 or held[0][0] not in self.conns:
             return None  # a message index entry is 16 bytes: one message
         _start, _end, usize, crc, method, data_at, csize = _chunk_header(buf, pos)
@@ -398,16 +399,17 @@ def _chunk_header(buf: Buffer, pos: int) -> tuple | None:
     return start, stop, usize, crc, method, pos + 49 + n, csize
 
 
-def _index(buf: Buffer, pos: int) -> list[tuple[int, int]] | None:
-    """(channel id, bytes of entries) of the message index records at `pos`, those after a
-    chunk; None where one is malformed."""
+def _held(buf: Buffer, pos: int) -> list[tuple[int, int]] | None:
+    """(channel id, bytes of entries) of the message index records at `pos` (those after a
+    chunk) that name messages; None where one is malformed."""
     out, end = [], len(buf)
     while pos + 9 + 6 <= end and buf[pos] == 0x07:
         (n,) = struct.unpack_from("<Q", buf, pos + 1)
         cid, size = struct.unpack_from("<HI", buf, pos + 9)
         if pos + 9 + n > end or size != n - 6:
             return None
-        out.append((cid, size))
+        if size:
+            out.append((cid, size))
         pos += 9 + n
     return out
 
