@@ -159,3 +159,32 @@ def test_raw_error_tables_match_monte_carlo() -> None:
         assert abs(x.mean() - mean_e[v]) < 5 * x.std() / np.sqrt(len(x))
         assert abs((x**2).mean() - mean_e2[v]) < 5 * (x**2).std() / np.sqrt(len(x))
     assert mean_e[255] < 0 < mean_e[0]  # clamping biases both ends towards the middle
+
+
+def test_histogram_sample_is_the_first_frames_errors_held_once() -> None:
+    """The intensity histogram's sample: the first HIST_FRAMES frames' int16 errors, in order,
+    as a view of the accumulator's own buffer (no second copy while figures are drawn); and
+    the JPEG prediction's noise tables are released once the stream ends."""
+    from simconform.pipeline import image_noise
+    from simconform.verify.camera import HIST_FRAMES
+
+    frames = demo_frames()
+    spec = camera(width=160, height=120, noise={"intensity": {"sigma": 4.0}})
+    pipe = SensorPipeline("camera", spec, 5)
+    acc = CameraAccumulator("camera", spec, 0.95, len(frames) / spec.rate_hz)
+    from simconform.pipeline.encode import decode_image
+
+    expected = []
+    for k, img in enumerate(frames):
+        pub = pipe.process(CameraTruth(image=img, depth=None), k * 100_000_000)
+        got = decode_image(pub.sample.encoded)
+        expected.append((got.astype(np.int16) - img.astype(np.int16)).ravel())
+        acc.add(Pair(k * 100_000_000, pub.publish_ns, img, got))
+    assert image_noise._tables.cache_info().currsize > 0  # the prediction built them
+    acc.metrics()
+    errors = acc.samples["intensity"]["errors"]
+    assert errors.dtype == np.int16
+    assert np.array_equal(errors, np.concatenate(expected[:HIST_FRAMES]))
+    assert np.shares_memory(errors, acc.hist)
+    assert acc.samples["intensity"]["note"] == f"pixels of the first {HIST_FRAMES} frames"
+    assert image_noise._tables.cache_info().currsize == 0

@@ -286,6 +286,35 @@ def test_figures_drawn_in_two_processes_are_the_ones_one_process_draws(
     assert pngs[2] == pngs[1]
 
 
+def test_the_largest_figures_are_drawn_first_and_listed_in_the_reports_order(
+    short_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The conformance chart and the camera's frames are drawn first (what they free is then
+    reused by the others: a lower peak for a verification in one process), and the report
+    still lists every figure in its own order: overview, each sensor's, conformance last."""
+    from simconform.verify import figures
+    from simconform.verify.verifier import verify_run
+
+    drawn: list[str] = []
+    draw = figures.draw
+
+    def recording(figs, fork=None):
+        drawn.extend(args[0].name for _f, args, _w in figs)
+        return draw(figs, fork)
+
+    monkeypatch.setattr(figures, "draw", recording)
+    run = tmp_path / "run"
+    shutil.copytree(short_run, run, ignore=shutil.ignore_patterns("report"))
+    verify_run(run, jobs=0)
+    assert drawn[:2] == ["conformance.png", "camera_frame.png"]
+    listed = re.findall(r"!\[([a-z_]+\.png)\]", (run / "report" / "report.md").read_text())
+    assert sorted(listed) == sorted(drawn) and len(listed) >= 7
+    assert listed[0] == "overview.png" and listed[-1] == "conformance.png"
+    assert listed.index("camera_errors.png") + 1 == listed.index("camera_frame.png")
+    page = (run / "report" / "report.html").read_text()
+    assert re.findall(r"alt='([a-z_]+\.png)'", page) == listed
+
+
 def test_a_process_with_other_threads_draws_its_figures_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -17,6 +17,7 @@ falsely narrow.
 
 from __future__ import annotations
 
+import sys
 from typing import NamedTuple
 
 import numpy as np
@@ -114,7 +115,10 @@ class CameraAccumulator(Accumulator):
             np.random.PCG64(np.random.SeedSequence([PREDICTION_ENTROPY, stable_id(name)]))
         )
         self.frames: list[tuple[float, float, float, float, float]] = []  # m, q, m', q', q0
-        self.hist: list[np.ndarray] = []
+        # the first HIST_FRAMES frames' errors, int16, written in place: the histogram's sample
+        # is a view of it, not a second 5.5 MB copy beside it while the figures are drawn
+        self.hist: np.ndarray | None = None
+        self.hist_frames = 0
         self.images: dict[str, np.ndarray] = {}
         self.paired = 0
 
@@ -127,14 +131,18 @@ class CameraAccumulator(Accumulator):
                 f"{s.height} x {s.width} x 3"
             )
         compared = s.encoding == "raw" or self.paired % self.every == 0
-        if isinstance(pub, JpegFrame) and (compared or len(self.hist) < HIST_FRAMES):
+        first = self.hist_frames < HIST_FRAMES
+        if isinstance(pub, JpegFrame) and (compared or first):
             pub = pub.pixels()
-        if isinstance(truth, DeferredImage) and (
-            compared or len(self.hist) < HIST_FRAMES or not self.images
-        ):
+        if isinstance(truth, DeferredImage) and (compared or first or not self.images):
             truth = image_array(truth)  # its chunk decompressed and checked now
-        if len(self.hist) < HIST_FRAMES:
-            self.hist.append((pub.astype(np.int16) - truth.astype(np.int16)).ravel())
+        if first:
+            if self.hist is None:
+                self.hist = np.empty((HIST_FRAMES, truth.size), dtype=np.int16)
+            if truth.size == self.hist.shape[1]:
+                row = self.hist[self.hist_frames].reshape(truth.shape)
+                np.subtract(pub, truth, out=row, dtype=np.int16)
+                self.hist_frames += 1
         if not self.images:
             self.images = {"truth": truth, "published": pub}
         # the moments only of the frames compared (every raw frame, every `every`-th JPEG
@@ -146,6 +154,15 @@ class CameraAccumulator(Accumulator):
         elif compared:
             self.frames.append((*error_moments(pub, truth), *self._jpeg_prediction(truth)))
         self.paired += 1
+
+    def finish(self) -> None:
+        """The end of the stream; the noise tables of the JPEG prediction (8 MB each) are no
+        longer needed, and a verification in one process would otherwise hold them while it
+        draws its figures."""
+        super().finish()
+        noise = sys.modules.get("simconform.pipeline.image_noise")  # loaded only if used
+        if noise is not None:
+            noise.release_tables()
 
     def _jpeg_prediction(self, truth: np.ndarray) -> tuple[float, float, float]:
         s: CameraSpec = self.spec
@@ -161,13 +178,13 @@ class CameraAccumulator(Accumulator):
         s: CameraSpec = self.spec
         n, tol, lv = s.noise.intensity, s.tolerances, self.level
         unit = "levels"
-        if self.hist:
+        if self.hist_frames:
             self.samples["intensity"] = {
-                "errors": np.concatenate(self.hist),  # int16: 5.5 MB, not 22 as floats
+                "errors": self.hist[: self.hist_frames].reshape(-1),  # int16, not 4x as floats
                 "sigma": n.sigma,
                 "bias": n.bias,
                 "unit": unit,
-                "note": f"pixels of the first {len(self.hist)} frames",
+                "note": f"pixels of the first {self.hist_frames} frames",
             }
         if self.images:
             self.samples["_images"] = self.images
