@@ -138,11 +138,12 @@ class CameraAccumulator(Accumulator):
             truth = image_array(truth)  # its chunk decompressed and checked now
         if first:
             if self.hist is None:
-                self.hist = np.empty((HIST_FRAMES, truth.size), dtype=np.int16)
-            if truth.size == self.hist.shape[1]:
-                row = self.hist[self.hist_frames].reshape(truth.shape)
-                np.subtract(pub, truth, out=row, dtype=np.int16)
-                self.hist_frames += 1
+                self.hist = np.zeros((HIST_FRAMES, truth.size), dtype=np.int16)
+            if truth.size != self.hist.shape[1]:
+                raise ValueError(f"image {truth.shape}: the first frames had another shape")
+            row = self.hist[self.hist_frames].reshape(truth.shape)
+            np.subtract(pub, truth, out=row, dtype=np.int16)
+            self.hist_frames += 1
         if not self.images:
             self.images = {"truth": truth, "published": pub}
         # the moments only of the frames compared (every raw frame, every `every`-th JPEG
