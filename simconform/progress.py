@@ -38,7 +38,8 @@ class Bar:
 class Lines:
     """One line on stderr each time another 10 % is done, at most one per `every_s` seconds
     (default 5, or SIMCONFORM_PROGRESS_INTERVAL_S): a log is read later, and a line per tick
-    would bury it."""
+    would bury it. The 100 % line, which the caller gives when its work is done, is written
+    whatever the interval: a log then says the step finished and in how long."""
 
     def __init__(self, total: int, what: str, every_s: float | None = None, stream=None) -> None:
         if every_s is None:
@@ -51,15 +52,17 @@ class Lines:
     def update(self, done: int) -> None:
         tenth = min(10, done * 10 // self.total)
         now = time.monotonic()
-        if tenth <= self.step or now - self.last < self.every_s:
+        if tenth <= self.step or (now - self.last < self.every_s and done < self.total):
             return
         self.step, self.last = tenth, now
         elapsed = now - self.t0
         left = elapsed * (self.total - done) / max(done, 1)
-        self.stream.write(
-            f"simconform: {self.what} {100 * done // self.total:3d} % "
-            f"({elapsed:.0f} s elapsed, about {left:.0f} s left)\n"
+        when = (
+            f"done in {elapsed:.0f} s"
+            if done >= self.total
+            else f"{elapsed:.0f} s elapsed, about {left:.0f} s left"
         )
+        self.stream.write(f"simconform: {self.what} {100 * done // self.total:3d} % ({when})\n")
         self.stream.flush()
 
     def close(self) -> None:

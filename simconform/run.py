@@ -384,6 +384,8 @@ def _record(
             else:
                 result.complete = True
                 now = inp.end_ns
+                if bar is not None:  # every instant recorded (the updates come every 200th)
+                    bar.update(len(times))
     except BaseException as exc:
         failure = exc
         at = (t - inp.start_ns) / 1e9

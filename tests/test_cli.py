@@ -86,6 +86,7 @@ def test_verify_json_quiet_and_progress_for_scripts(short_run: Path, tmp_path: P
     assert out["sensors"]["lidar"]["range_std"]["verdict"] in ("pass", "inconclusive")
     assert sum(out["counts"]["total"].values()) == sum(len(s) for s in out["sensors"].values())
     assert re.search(r"^simconform: verifying +\d+ %", r.stderr, re.M), r.stderr
+    assert r.stderr.splitlines()[-1].startswith("simconform: verifying 100 % ("), r.stderr
     q = _cli_env("verify", str(run), "--quiet")
     assert q.returncode == r.returncode and q.stdout == "" and q.stderr == ""
 

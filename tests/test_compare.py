@@ -72,7 +72,8 @@ def test_rerun_compares_exactly_equal_and_passes(runs, tmp_path) -> None:
     # stderr holds compare's own progress lines (not a terminal) and no library warnings
     # (scipy's KS fallback was one)
     lines = res.stderr.splitlines()
-    assert lines and all(line.startswith("simconform: compare") for line in lines), res.stderr
+    assert lines and all(line.startswith("simconform: compar") for line in lines), res.stderr
+    assert "simconform: comparing engine truth 100 % (done in" in res.stderr
     assert "simconform: compare: published errors of run B" in lines
     res = CliRunner().invoke(
         app, ["compare", str(runs["a"]), str(runs["a2"]), "--out", str(out), "--force"]

@@ -264,6 +264,14 @@ def test_progress_lines_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
     out = buf.getvalue().splitlines()
     assert [ln.split()[2] for ln in out] == [str(p) for p in range(10, 100, 10)]
     assert all(ln.startswith("simconform: capturing ") and "s left" in ln for ln in out)
+    lines.update(1000)  # the caller says it is done: the 100 % line
+    assert buf.getvalue().splitlines()[-1].startswith("simconform: capturing 100 % (done in ")
+    # throttled: no line before the interval, but the 100 % line at once, and only once
+    buf = io.StringIO()
+    slow = Lines(1000, "verifying", every_s=3600.0, stream=buf)
+    for i in (0, 500, 999, 1000, 1000):
+        slow.update(i)
+    assert [ln.split()[2] for ln in buf.getvalue().splitlines()] == ["100"]
     assert progress_bar(10, False) is None
     env = {**os.environ, "SIMCONFORM_PROGRESS_INTERVAL_S": "0"}  # short run: lines anyway
     res = subprocess.run(
@@ -285,3 +293,6 @@ def test_progress_lines_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
     )
     assert res.returncode in (0, 1), res.stderr
     assert "simconform: capturing" in res.stderr and "Traceback" not in res.stderr
+    for step in ("capturing", "verifying"):  # each step's last line says it finished
+        last = [ln for ln in res.stderr.splitlines() if ln.startswith(f"simconform: {step} ")]
+        assert last and last[-1].split()[2] == "100", res.stderr

@@ -105,6 +105,8 @@ def _judge(run_dir: Path, manifest: dict, spec: Spec, origin: Origin, level: flo
                     getattr(item, "stamp_ns", None),
                     str(exc),
                 ) from None
+        if bar is not None:  # every sample read (the updates above come every 50th)
+            bar.update(total)
     finally:
         pairs.close()  # now, not when an error is freed: its read-ahead thread stops first
         if bar is not None:

@@ -90,6 +90,8 @@ class Replay(Scan):
                 if mark is not None:
                     bag.advance(mark)
             self._push_tf(bag, tf_next, None)
+            if bar is not None:  # every message replayed (the updates come every 500th)
+                bar.update(self.n_stream)
         finally:
             bag.close()
             if bar is not None:

@@ -81,6 +81,8 @@ def compare_truth(
                 raise UserError(
                     Path(cfg.run_b) / "bag", spec.data_topics(sensor)[1], st, str(exc)
                 ) from None
+        if bar is not None:  # every capture compared (the updates come every 20th)
+            bar.update(total)
     finally:  # an error mid-loop must not leave the live bar running
         if bar is not None:
             bar.close()
