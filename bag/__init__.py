@@ -1,5 +1,6 @@
 """Bags: the messages simconform writes and reads, writing them, and reading any bag.
 
+- codec: zstd, from the standard library or its backport
 - messages: our type store and the message builders and decoders
 - writer: BagRecorder (rosbag2 MCAP/sqlite3 in log-time order), TumWriter
 - storage: rosbags' writers with MCAP CRCs (chunks, data, summary) and sqlite3 committed as it

@@ -20,12 +20,8 @@ import struct
 import numpy as np
 from isal.isal_zlib import crc32  # zlib's CRC-32, 6x faster (ISA-L; bag/storage.py)
 
+from simconform.bag.codec import zstd
 from simconform.bag.messages import T
-
-try:  # as rosbags imports it
-    from compression import zstd  # type: ignore[import-not-found]
-except ImportError:
-    from backports import zstd  # type: ignore[import-not-found,no-redef]
 
 HEAD = 512  # bytes of a chunk decompressed to read its message's record and header
 RECORD = 31  # a Message record's opcode, length, channel, sequence, log and publish time

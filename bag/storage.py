@@ -54,10 +54,7 @@ from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.rosbag2.storage_mcap import McapWriter
 from rosbags.rosbag2.storage_sqlite3 import Sqlite3Writer
 
-try:  # as rosbags imports it
-    from compression import zstd  # type: ignore[import-not-found]
-except ImportError:
-    from backports import zstd
+from simconform.bag.codec import zstd
 
 _MAGIC = b"\x89MCAP0\r\n"
 _CHUNK_CRC = 9 + 24  # opcode u8, length u64, message start/end u64, uncompressed size u64

@@ -16,14 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-try:  # as rosbags imports it; at module level: a failed import is not cached, and trying
-    # `compression` in every call cost 71 us a chunk on Python 3.11 (0.3 s a demo reader)
-    from compression import zstd  # type: ignore[import-not-found]
-except ImportError:
-    from backports import zstd  # type: ignore[import-not-found,no-redef]
 from rosbags.typesys import Stores, get_types_from_idl, get_types_from_msg, get_typestore
 from rosbags.typesys.store import Typestore
 
+from simconform.bag.codec import zstd
 from simconform.bag.messages import TYPESTORE
 from simconform.stamps import format_seconds
 
