@@ -5,6 +5,8 @@ The CLI turns a `UserError` into that one line on stderr and exit code 2, with n
 
 from __future__ import annotations
 
+import difflib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -48,20 +50,52 @@ class FieldProblem(ValueError):
 
 
 def from_validation(file: str | Path, err: ValidationError) -> UserError:
-    """First pydantic error as a UserError (pydantic's own message says the allowed range)."""
-    first = err.errors(include_url=False)[0]
+    """One pydantic error as a UserError (pydantic's own message says the allowed range). An
+    unknown key is reported before anything else: a misspelt required key is also a missing
+    one, and "Field required" alone would hide the typo; a close match among the keys that are
+    missing next to it is offered."""
+    errors = err.errors(include_url=False)
+    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     parts = first["loc"]
     loc = ".".join(str(p) for i, p in enumerate(parts) if not _is_union_tag(parts, i))
     msg = first["msg"]
+    value = first.get("input")
     if first["type"] == "extra_forbidden":
-        msg = "unknown key; remove it or check its spelling"
+        missing = [
+            str(e["loc"][-1])
+            for e in errors
+            if e["type"] == "missing" and e["loc"][:-1] == parts[:-1]
+        ]
+        near = difflib.get_close_matches(str(parts[-1]), missing, n=1)
+        msg = f"unknown key; did you mean '{near[0]}'?" if near else _UNKNOWN
+    elif first["type"] == "missing" and isinstance(parts[-1], int):  # a list too short
+        size = 1 + max(
+            e["loc"][-1] for e in errors if e["type"] == "missing" and e["loc"][:-1] == parts[:-1]
+        )
+        loc = loc.rsplit(".", 1)[0]
+        msg = f"expected {size} values"
+    elif first["type"] == "missing":
+        msg, value = "expected this key: it is required", _ABSENT
     msg = msg.removeprefix("Value error, ")  # pydantic's prefix for our validators' messages
     problem = first.get("ctx", {}).get("error")
     if isinstance(problem, FieldProblem):
         return UserError(
             file, ".".join(p for p in (loc, problem.field) if p), problem.value, problem.allowed
         )
-    return UserError(file, loc or "(top level)", first.get("input"), msg)
+    return UserError(file, loc or "(top level)", value, msg)
+
+
+_UNKNOWN = "unknown key; remove it or check its spelling"
+
+
+class _Absent:
+    """The value of a key that is not there: reads "got nothing" in the message."""
+
+    def __repr__(self) -> str:
+        return "nothing"
+
+
+_ABSENT = _Absent()
 
 
 def _is_union_tag(parts: tuple, i: int) -> bool:
@@ -148,6 +182,15 @@ class _InputLoader(yaml.SafeLoader):
                         f"expected each key once in a mapping (first at line {first.line + 1})",
                     )
         return super().construct_mapping(node, deep)
+
+
+# Exponent floats as YAML 1.2 reads them (1e-3, 2.5E6): PyYAML follows YAML 1.1, whose floats
+# need a dot and a signed exponent, so these would be strings, and no number is read from a string.
+_InputLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+.0123456789"),
+)
 
 
 def _expanded_size(node: Any, memo: dict[int, int]) -> int:

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Annotated
+import types
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+from simconform.errors import FieldProblem
 
 MAX_ANGLE_RAD = 1e3
 MAX_COORD_M = 1e7  # positions in a world (ENU metres): beyond the Earth's radius is a typo
@@ -24,9 +27,61 @@ MAX_NOISE = 1e6  # sigma / bias / walk in the field's own unit: finite squares a
 
 
 class Strict(BaseModel):
-    """Unknown keys refused, NaN and infinity refused in every float field, frozen."""
+    """Unknown keys refused, NaN and infinity refused in every float field, frozen; a number
+    field takes numbers only (`_not_a_number`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _numbers_are_numbers(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for name, value in data.items():
+                info = cls.model_fields.get(name) if isinstance(name, str) else None
+                if info is not None and (allowed := _not_a_number(info.annotation, value)):
+                    raise FieldProblem(name, value, allowed)
+        return data
+
+
+def _kinds(tp: Any) -> set[Any]:
+    """The scalar types an annotation admits (`object` for anything else)."""
+    origin = get_origin(tp)
+    if origin is Annotated:
+        return _kinds(get_args(tp)[0])
+    if origin in (Union, types.UnionType):
+        return set().union(*(_kinds(a) for a in get_args(tp)))
+    if origin is Literal:
+        return {type(v) for v in get_args(tp)}
+    return {tp} if tp in (int, float, bool, str, type(None)) else {object}
+
+
+def _not_a_number(tp: Any, value: Any) -> str | None:
+    """What is allowed, where a number field (or a list of numbers) got true/false or a string:
+    pydantic's lax mode reads `rate_hz: true` as 1 Hz and `"100"` as 100, which hides a typo
+    or a quoting mistake. Strict mode would also refuse YAML's lists for tuples, so only this
+    is checked. Exponent floats such as 1e-3 are numbers already (`errors._InputLoader`)."""
+    origin = get_origin(tp)
+    if origin is Annotated:
+        return _not_a_number(get_args(tp)[0], value)
+    if origin in (Union, types.UnionType) and isinstance(value, list | tuple):
+        inner = [a for a in get_args(tp) if get_origin(a) in (list, tuple)]
+        return _not_a_number(inner[0], value) if len(inner) == 1 else None
+    if origin in (list, tuple) and isinstance(value, list | tuple):
+        args = [a for a in get_args(tp) if a is not Ellipsis]
+        if origin is list or len(args) != len(get_args(tp)):  # list[X] or tuple[X, ...]
+            args = args * len(value)
+        for item_tp, item in zip(args, value, strict=False):
+            if found := _not_a_number(item_tp, item):
+                return found
+        return None
+    kinds = _kinds(tp)
+    if object in kinds or not kinds & {int, float}:
+        return None
+    if isinstance(value, bool) and bool not in kinds:
+        return "expected a number, not true/false"
+    if isinstance(value, str) and str not in kinds:
+        return "expected a number, not a string (remove the quotes)"
+    return None
 
 
 Coord = Annotated[float, Field(ge=-MAX_COORD_M, le=MAX_COORD_M)]

@@ -271,7 +271,7 @@ BAD = [
     ({"confidence": 0.2}, "confidence", "greater than or equal"),
     ({"interpolation": "cubic"}, "interpolation", "'spline' or 'linear'"),
     ({"worlds": [{"world": "missing.yaml", "trajectory": "t.tum"}]}, "worlds.0.world", "exist"),
-    ({"worlds": [{"world": str(DEMO_WORLD)}]}, "worlds.0.trajectory", "Field required"),
+    ({"worlds": [{"world": str(DEMO_WORLD)}]}, "worlds.0.trajectory", "it is required"),
     ({"spec": "nope.yaml"}, "spec", "existing file"),
 ]
 

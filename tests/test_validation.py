@@ -9,9 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import DEMO_TRAJECTORY, cli, demo_spec, demo_world, write_yaml
 from simconform.cli import main
+from simconform.spec import load_spec
 
 
 def run_main(argv: list[str], capsys) -> tuple[int, str, str]:
@@ -43,6 +45,13 @@ def mutate(data: dict, path: str, value) -> dict:
 
 DELETE = object()
 
+
+def _misspelt_columns() -> dict:
+    lidar = copy.deepcopy(demo_spec()["sensors"]["lidar"])
+    lidar["colums"] = lidar.pop("columns")
+    return lidar
+
+
 SPEC_CASES = [
     (
         "sensors.lidar.noise.range.sigma",
@@ -63,7 +72,14 @@ SPEC_CASES = [
         "sensors.gnss.latency",
         "must not exceed",
     ),
-    ("sensors.imu.noise.accel.sigma", [0.1, 0.1], "sensors.imu.noise.accel.sigma.2", "required"),
+    ("sensors.imu.noise.accel.sigma", [0.1, 0.1], "accel.sigma: got [0.1, 0.1]", "expected 3"),
+    # a misspelt required key is named as the typo, with the key it probably meant
+    ("sensors.lidar", _misspelt_columns(), "sensors.lidar.colums", "did you mean 'columns'"),
+    # lax pydantic read these as 1 Hz and 100 Hz
+    ("sensors.imu.rate_hz", True, "sensors.imu.rate_hz", "not true/false"),
+    ("sensors.imu.rate_hz", "100", "sensors.imu.rate_hz", "not a string"),
+    ("sensors.camera.jpeg_quality", True, "sensors.camera.jpeg_quality", "not true/false"),
+    ("sensors.lidar.rings", {"angles_deg": [0, False]}, "rings.angles_deg", "not true/false"),
     ("sensors.imu.type", "sonar", "sensors.imu", "'lidar', 'imu', 'gnss', 'odom'"),
     (
         "sensors.odom.tolerances",
@@ -71,7 +87,7 @@ SPEC_CASES = [
         "sensors.odom.tolerances.sigma_rel",
         "greater than 0",
     ),
-    ("name", DELETE, "name", "Field required"),
+    ("name", DELETE, "name", "it is required"),
     # issue 15's examples, each once a traceback or silently accepted
     ("sensors.lidar.mount.xyz", [math.nan, 0, 1.2], "sensors.lidar.mount.xyz.0", "finite number"),
     ("sensors.lidar.mount.rpy", [0, math.inf, 0], "sensors.lidar.mount.rpy.1", "finite number"),
@@ -270,3 +286,11 @@ def test_real_entry_point_error_and_help(tmp_path: Path) -> None:
         "--confidence",
     ):
         assert flag in helped.stdout
+
+
+def test_exponent_floats_are_numbers(tmp_path: Path) -> None:
+    """YAML 1.2's 1e-3 is a number (PyYAML's YAML 1.1 would read a string, now refused)."""
+    data = mutate(demo_spec(), "sensors.lidar.noise.range.sigma", 0.0)
+    text = yaml.safe_dump(data).replace("sigma: 0.0", "sigma: 1e-3", 1)
+    (tmp_path / "spec.yaml").write_text(text)
+    assert load_spec(tmp_path / "spec.yaml").sensors["lidar"].noise.range.sigma == 0.001
