@@ -220,9 +220,14 @@ def _make(out: Path, option: str = "--out") -> list[Path]:
             p.mkdir()
         except FileExistsError:
             continue
-        except OSError as exc:
+        except OSError as exc:  # not only a full or read-only disk: /proc refuses with ENOENT
             _undo(created)
-            raise io_error(out, exc, option=option) or exc from None
+            raise io_error(out, exc, option=option) or UserError(
+                None,
+                option,
+                str(out),
+                f"cannot create {p} ({exc.strerror}); choose another {option}",
+            ) from None
         created.append(p)
     if (out / BOOK).is_symlink() or not (out / BOOK).is_dir():
         _undo(created)

@@ -25,6 +25,7 @@ MARKER = {
     "campaign": (".campaign-token",),
     "localize": ("localization.json",),
     "export": ("export.json",),
+    "sdf": (),  # export-sdf: known by its outputs.json only (its files are named by the world)
 }
 LEGACY = {
     "run": ("run.json", "run.json.tmp", "cell.json", "bag/", "gt/", "report/", "gazebo/"),
@@ -35,6 +36,7 @@ LEGACY = {
     ),
     "localize": ("localization.json", "localization.md", "*.png"),
     "export": ("export.json",),
+    "sdf": (),
 }  # fmt: skip
 NOUN = {
     "run": "run",
@@ -42,6 +44,7 @@ NOUN = {
     "campaign": "campaign",
     "localize": "localization",
     "export": "dataset export",
+    "sdf": "Gazebo SDF export",
 }
 
 
@@ -63,6 +66,8 @@ def check_target(out: Path, kind: str, force: bool) -> str:
     if out.exists() and not out.is_dir():
         raise UserError(None, "--out", str(out), "expected a folder path, not a file")
     parent = _existing_ancestor(out)
+    if parent != Path(os.path.abspath(out)) and not parent.is_dir():
+        raise UserError(None, "--out", str(out), f"expected a folder path, but {parent} is a file")
     if not os.access(parent, os.W_OK | os.X_OK):
         why = "a read-only file system" if _read_only_fs(parent) else "no write permission"
         raise UserError(None, "--out", str(out), f"cannot write in {parent} ({why})")

@@ -298,6 +298,36 @@ def test_force_never_touches_a_folder_that_is_not_a_run(tmp_path: Path) -> None:
     assert sorted(p.name for p in out.iterdir()) == ["thesis.tex"]
 
 
+def test_export_sdf_keeps_the_users_files_and_its_own_stale_ones_go(tmp_path: Path) -> None:
+    """export-sdf wrote <world>.sdf and meshes/ into any folder, over a user's files."""
+    mine = tmp_path / "mine"
+    (mine / "meshes").mkdir(parents=True)
+    (mine / "demo.sdf").write_text("my own world")
+    res = cli("export-sdf", "--out", str(mine), "--force")
+    assert res.returncode == 2 and "not a simconform Gazebo SDF export" in one_error_line(
+        res.stderr
+    )
+    assert (mine / "demo.sdf").read_text() == "my own world"
+    assert sorted(p.name for p in mine.iterdir()) == ["demo.sdf", "meshes"]
+
+    out = tmp_path / "gz"
+    assert cli("export-sdf", "--out", str(out), "--bridge").returncode == 0
+    assert (out / "bridge.yaml").is_file() and list((out / "meshes").glob("*.obj"))
+    res = cli("export-sdf", "--out", str(out))
+    assert res.returncode == 2 and "pass --force" in one_error_line(res.stderr)
+    (out / "notes.txt").write_text("mine")
+    res = cli("export-sdf", "--out", str(out), "--force")
+    assert res.returncode == 2 and "notes.txt" in one_error_line(res.stderr)
+    (out / "notes.txt").unlink()
+    assert cli("export-sdf", "--out", str(out), "--force").returncode == 0
+    assert not (out / "bridge.yaml").exists()  # the earlier export's, not this one's
+    assert (out / "demo.sdf").is_file() and list((out / "meshes").glob("*.obj"))
+
+    (tmp_path / "file.txt").write_text("x")
+    res = cli("export-sdf", "--out", str(tmp_path / "file.txt" / "sub"))
+    assert res.returncode == 2 and "file.txt is a file" in one_error_line(res.stderr)
+
+
 def test_replay_builds_inside_its_folder_and_cleans_what_a_killed_one_left(
     tmp_path: Path,
 ) -> None:

@@ -18,10 +18,18 @@ def export_sdf_command(
     bridge: Annotated[
         bool, typer.Option("--bridge", help="Also write bridge.yaml for ros_gz_bridge.")
     ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace an earlier export-sdf in --out.")
+    ] = False,
 ) -> None:
-    """Export the world and sensor spec as an SDF 1.10 world for Gazebo Harmonic."""
+    """Export the world and sensor spec as an SDF 1.10 world for Gazebo Harmonic.
+
+    --out follows every command's folder rules (docs/output-safety.md): a folder holding
+    anything simconform did not write is refused, and --force replaces only an earlier
+    export's files, so a stale bridge.yaml or mesh never outlives the export it came with."""
     from simconform.adapters.gazebo.sdf import bridge_yaml
     from simconform.demo import DEMO_SPEC, DEMO_WORLD
+    from simconform.outdir import claim, io_error
     from simconform.registry import EXPORTERS
     from simconform.spec import load_spec
     from simconform.world import load_world
@@ -30,10 +38,18 @@ def export_sdf_command(
 
     w = load_world(world or DEMO_WORLD)
     s = load_spec(spec or DEMO_SPEC)
-    path = write_sdf(w, s, out)
-    print(f"sdf: {path}")
+    with claim(out, "sdf", force) as owned:
+        tmp = owned.building()
+        try:
+            name = write_sdf(w, s, tmp).name
+            if bridge:
+                (tmp / "bridge.yaml").write_text(bridge_yaml(s))
+            owned.adopt(tmp, last=name)
+            owned.seal()
+        except OSError as exc:
+            raise io_error(out, exc) or exc from None
+    print(f"sdf: {out / name}")
     if bridge:
-        (out / "bridge.yaml").write_text(bridge_yaml(s))
         print(f"bridge: {out / 'bridge.yaml'}")
 
 
