@@ -87,10 +87,15 @@ EXPORTERS = Registry(
 def get_backend(name: str, emulate: str | None = None):
     """A new, unopened backend; `emulate` (reference only) renders as that engine does."""
     BACKENDS.check(name)
-    if emulate is not None and (name != "reference" or emulate not in EMULATE):
-        allowed = ", ".join(EMULATE)
+    if emulate is not None and emulate not in EMULATE:
+        raise UserError(None, "--emulate", emulate, f"expected {', '.join(EMULATE)}")
+    if emulate is not None and name != "reference":
         raise UserError(
-            None, "--emulate", emulate, f"expected {allowed}, with --backend reference only"
+            None,
+            "--backend",
+            name,
+            f"expected reference with --emulate {emulate} (it renders as that engine does; "
+            f"--backend {name} is the engine itself)",
         )
     backend_cls = BACKENDS.load(name)
     return backend_cls(emulate=emulate) if emulate is not None else backend_cls()

@@ -737,6 +737,19 @@ def test_own_layout_replay_reproduces_the_run(tmp_path: Path) -> None:
     assert manifest["backend"] == "replay" and manifest["complete"] is True
     assert manifest["replay"]["ground_truth"]["kind"] == "tf"
     assert (out / "gt" / "base_link.tum").is_file() and (out / "gt" / "lidar.tum").is_file()
+    # refused before anything is written: an offset that truth recorded in the bag would not
+    # use (it was recorded as applied), and an --out holding the bag (--force deleted it)
+    common = {"world": world, "spec": tmp_path / "spec.yaml"}
+    own = EXAMPLES / "own_layout.yaml"
+    for cfg, words in (
+        (ReplayConfig(src / "bag", own, tmp_path / "o2", time_offsets=["2"], **common), "truth"),
+        (ReplayConfig(src / "bag", own, src, force=True, **common), "does not hold the bag"),
+    ):
+        with pytest.raises(UserError, match=words):
+            replay(cfg)
+    assert not (tmp_path / "o2").exists()
+    assert json.loads((src / "run.json").read_text())["backend"] == "reference"
+    assert sorted(p.name for p in (src / "bag").iterdir())  # the source bag is still there
 
 
 def test_unity_json_mcap_unorganized_world_frame(tmp_path: Path) -> None:

@@ -127,6 +127,15 @@ def align(job: Scan, mode: str, fixed: dict[str | None, float], level: float = 0
     `replay.alignment` (sensor -> Alignment.as_dict())."""
     out: dict[str, dict] = {}
     recompute = job.truth == "recompute" and job.motion is not None
+    if fixed and not recompute:  # it would be recorded as applied while nothing used it
+        given = ", ".join(f"{k}={v:g}" if k else f"{v:g}" for k, v in fixed.items())
+        raise UserError(
+            None,
+            "--time-offset",
+            given,
+            "expected only where truth is recomputed from a pose stream (truth: recompute); "
+            "this bag's truth is recorded in it, with its own clock",
+        )
     for sn in job.sensors:
         tol = tolerance_ms(sn.s)
         given = fixed.get(sn.name, fixed.get(None))

@@ -37,6 +37,9 @@ def replay(cfg: ReplayConfig) -> ReplayResult:
     check_against_spec(m, full, cfg.map)
     fixed = parse_offsets(cfg.time_offsets, list(m.sensors))
     check_target(cfg.out, "run", cfg.force)  # the same rules as the claim below, writing nothing
+    out_r, bag_r = Path(cfg.out).resolve(), Path(cfg.bag).resolve()
+    if out_r == bag_r or out_r in bag_r.parents:  # --force would delete the bag being read
+        raise UserError(None, "--out", str(cfg.out), "expected a folder that does not hold the bag")
     src = SourceBag(Path(cfg.bag))
     try:
         job = Replay(cfg, m, full, world, Path(spec_path), Path(world_path), src)

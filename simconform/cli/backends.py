@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from simconform.cli.common import stdout_console
@@ -36,6 +37,7 @@ def backends_command(
         p = probe(n)
         ok &= p.usable
         mark = "[green]yes[/]" if p.usable else "[bold red]no[/]"
-        table.add_row(n, mark, p.version or "-", f"{p.seconds:.1f}", p.note)
+        # the note is text, not markup: a Debian source's "[arch=... signed-by=...]" stays
+        table.add_row(n, mark, escape(p.version or "-"), f"{p.seconds:.1f}", escape(p.note))
     stdout_console().print(table)
     raise typer.Exit(0 if ok else 1)
