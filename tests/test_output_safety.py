@@ -29,7 +29,7 @@ from simconform.adapters.reference import ReferenceBackend
 from simconform.budget import estimate
 from simconform.errors import UserError
 from simconform.lifeline import alive, scratch_dir
-from simconform.outdir import check_target, claim, foreign_paths
+from simconform.outdir import BOOK, check_target, claim, foreign_paths
 from simconform.spec import Spec
 
 CORE = str(REPO / "sensors_spec" / "rover_core.yaml")  # the demo without its camera: quick
@@ -326,6 +326,42 @@ def test_export_sdf_keeps_the_users_files_and_its_own_stale_ones_go(tmp_path: Pa
     (tmp_path / "file.txt").write_text("x")
     res = cli("export-sdf", "--out", str(tmp_path / "file.txt" / "sub"))
     assert res.returncode == 2 and "file.txt is a file" in one_error_line(res.stderr)
+
+
+def test_verify_writes_its_report_only_into_its_own_files(short_run: Path, tmp_path: Path) -> None:
+    """verify followed a symbolic link in DIR/report/ and wrote over the file it named; the
+    report is now drawn in DIR/.simconform/ and each file renamed into report/."""
+    run = tmp_path / "run"
+    shutil.copytree(short_run, run)
+    mine = tmp_path / "precious.md"
+    mine.write_text("the user's")
+    before = (run / "report" / "report.json").read_bytes()
+    (run / "report" / "report.md").unlink()
+    (run / "report" / "report.md").symlink_to(mine)
+    res = cli("verify", str(run), "-q")
+    assert res.returncode == 2 and "report/report.md is a symbolic link" in one_error_line(
+        res.stderr
+    )
+    assert mine.read_text() == "the user's"
+    assert (run / "report" / "report.json").read_bytes() == before  # nothing half replaced
+    (run / "report" / "report.md").unlink()
+    (run / "report" / "notes.txt").write_text("mine")
+    res = cli("verify", str(run), "-q")
+    assert res.returncode in (0, 1), res.stderr
+    assert (run / "report" / "notes.txt").read_text() == "mine"
+    assert (run / "report" / "report.md").is_file()
+    assert not list((run / BOOK).glob("building-*"))  # the staging folder is gone
+    shutil.move(run / "report", tmp_path / "elsewhere")
+    kept = {p.name: p.read_bytes() for p in (tmp_path / "elsewhere").iterdir()}
+    for make, words in (
+        (lambda p: p.symlink_to(tmp_path / "elsewhere"), "report as a symbolic link"),
+        (lambda p: p.write_text("x"), "report as a file"),
+    ):
+        make(run / "report")
+        res = cli("verify", str(run), "-q")
+        assert res.returncode == 2 and words in one_error_line(res.stderr), res.stderr
+        (run / "report").unlink()
+    assert {p.name: p.read_bytes() for p in (tmp_path / "elsewhere").iterdir()} == kept
 
 
 def test_replay_builds_inside_its_folder_and_cleans_what_a_killed_one_left(

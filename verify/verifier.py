@@ -8,6 +8,7 @@ are left out, and the report says what its verdict covers (`run.integrity.scope`
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -155,16 +156,21 @@ def _verify(
     complete_report(report, manifest, time.monotonic() - t0)
     if write:
         from simconform.outdir import io_error, update
-        from simconform.verify.report_render import write_reports
+        from simconform.verify.report_render import check_report_dir, install, write_reports
 
         with update(run_dir, "run") as out:  # a run still being recorded holds the lock
+            check_report_dir(run_dir / "report")
             out.declare("report/")
+            staged = out.building()  # in DIR/.simconform/: swept if this process is killed
             try:
                 samples = {n: a.samples for n, a in accs.items()}
                 fork = False if jobs == 0 else None  # --jobs 0: no process beside this one
-                write_reports(run_dir / "report", report, samples, fork)
+                write_reports(staged, report, samples, fork)
+                install(staged, run_dir / "report")
             except OSError as exc:
                 raise io_error(run_dir, exc, " (the report)") or exc from None
+            finally:
+                shutil.rmtree(staged, ignore_errors=True)
             out.seal()
     return report
 
