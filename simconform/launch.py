@@ -25,11 +25,14 @@ _NEVER = {"--help", "-h", "--dry-run"}
 
 
 def main() -> None:
-    preload = early_preload(sys.argv[1:])
-    if preload is not None:
-        start_fork_server(preload)
-    from simconform.cli import main as cli_main
-
+    try:
+        preload = early_preload(sys.argv[1:])
+        if preload is not None:
+            start_fork_server(preload)
+        from simconform.cli import main as cli_main
+    except KeyboardInterrupt:  # Ctrl-C while the modules load: nothing was written yet
+        print("simconform: interrupted", file=sys.stderr)
+        sys.exit(130)
     cli_main()
 
 

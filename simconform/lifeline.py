@@ -218,7 +218,15 @@ def start_fork_server(preload: tuple[str, ...]) -> None:
     if worker_context(preload).get_start_method() == "forkserver":
         from multiprocessing import forkserver
 
-        forkserver.ensure_running()
+        # Started with Ctrl-C ignored (kept across exec; Python then installs no
+        # KeyboardInterrupt handler): the server imports its preload before it ignores SIGINT
+        # itself, so a Ctrl-C in the command's first second printed a traceback from there.
+        # The command's own handler is back a few milliseconds later.
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            forkserver.ensure_running()
+        finally:
+            signal.signal(signal.SIGINT, old)
 
 
 def usable_cpus() -> int:

@@ -88,3 +88,21 @@ def test_the_simconform_script_runs_the_demo(tmp_path: Path) -> None:
     verdict = json.loads((out / "report" / "report.json").read_text())["verdict"]
     assert verdict in ("pass", "inconclusive"), proc.stdout  # 3 s: some metrics undecided
     assert proc.returncode == (0 if verdict == "pass" else 1), proc.stderr
+
+
+def test_the_fork_server_starts_with_ctrl_c_ignored() -> None:
+    """It imports its preload before it ignores SIGINT itself: a Ctrl-C in a command's first
+    second printed a KeyboardInterrupt traceback from there. The command keeps its handler."""
+    code = (
+        "import signal\n"
+        "from multiprocessing import forkserver\n"
+        "from simconform import lifeline\n"
+        "lifeline.start_fork_server(lifeline.VERIFY_PRELOAD)\n"
+        "pid = forkserver._forkserver._forkserver_pid\n"
+        "status = open(f'/proc/{pid}/status').read()\n"
+        "ign = next(int(l.split()[1], 16) for l in status.splitlines() if l.startswith('SigIgn'))\n"
+        "print(bool(ign >> (signal.SIGINT - 1) & 1))\n"
+        "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True"], out.stderr

@@ -364,6 +364,30 @@ def test_verify_writes_its_report_only_into_its_own_files(short_run: Path, tmp_p
     assert {p.name: p.read_bytes() for p in (tmp_path / "elsewhere").iterdir()} == kept
 
 
+def test_ctrl_c_in_verify_says_so_and_keeps_the_old_report(short_run: Path, tmp_path: Path) -> None:
+    """Ctrl-C outside a run's capture exited 130 in silence (typer's own handling), and verify
+    had rewritten part of report/ by then."""
+    run = tmp_path / "run"
+    shutil.copytree(short_run, run)
+    old = {p.name: p.read_bytes() for p in (run / "report").iterdir()}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "simconform.cli", "verify", str(run)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    first = proc.stderr.readline()  # a progress line: reading has begun (or just ended)
+    assert first.startswith("simconform: verifying"), first
+    proc.send_signal(signal.SIGINT)
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=60) == 130, rest
+    assert rest.strip().splitlines()[-1] == "simconform: interrupted (Ctrl-C)", rest
+    assert "Traceback" not in rest
+    assert {p.name: p.read_bytes() for p in (run / "report").iterdir()} == old
+    assert not list((run / BOOK).glob("building-*"))
+
+
 def test_replay_builds_inside_its_folder_and_cleans_what_a_killed_one_left(
     tmp_path: Path,
 ) -> None:

@@ -36,6 +36,7 @@ from simconform.cli import (  # noqa: E402
     run,
     sdf,
 )
+from simconform.cli.common import Interrupted  # noqa: E402
 from simconform.errors import UserError  # noqa: E402
 
 app = typer.Typer(
@@ -79,6 +80,9 @@ def _options(
     """Verify simulated sensor models against their declared error models, on any simulator."""
 
 
+INTERRUPTED = "simconform: interrupted (Ctrl-C)"
+
+
 def main() -> None:
     import signal
 
@@ -86,6 +90,16 @@ def main() -> None:
 
     if hasattr(signal, "SIGXFSZ"):  # a file size limit (ulimit -f): an error, not a dead process
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    # typer turns the KeyboardInterrupt of a Ctrl-C into exit code 130 and says nothing; a run's
+    # capture stops on its own handler (simconform/feed.py) and says so itself
+    ctrl_c: list[int] = []
+
+    def on_ctrl_c(signum: int, frame) -> None:
+        ctrl_c.append(signum)
+        signal.default_int_handler(signum, frame)
+
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, on_ctrl_c)
 
     try:
         code = app(standalone_mode=False)  # click returns the Exit code in this mode
@@ -97,8 +111,13 @@ def main() -> None:
         one_line = " ".join(str(exc).split())
         print(f"simconform: engine error: {one_line}", file=sys.stderr)
         sys.exit(3)
+    except Interrupted as exc:
+        print(f"simconform: {exc}", file=sys.stderr)
+        sys.exit(130)
     except typer.Exit as exc:
-        sys.exit(exc.exit_code)
+        code = exc.exit_code
+    except KeyboardInterrupt:
+        code = 130
     except Exception as exc:  # usage errors of the click that typer bundles
         if type(exc).__name__ == "Abort":
             print("simconform: aborted", file=sys.stderr)
@@ -109,4 +128,7 @@ def main() -> None:
             exc.show()
             sys.exit(2)
         raise
-    sys.exit(code if isinstance(code, int) else 0)
+    code = code if isinstance(code, int) else 0
+    if ctrl_c and code == 130:
+        print(INTERRUPTED, file=sys.stderr)
+    sys.exit(code)

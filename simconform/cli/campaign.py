@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from simconform.cli.common import ProgressOpt
+from simconform.cli.common import Interrupted, ProgressOpt
 
 
 def print_summary(report: dict, console=None) -> None:
@@ -80,8 +80,7 @@ def campaign_command(
     try:
         report = run_campaign(campaign, out, jobs, executor, address, force, progress)
     except KeyboardInterrupt:
-        print("simconform: campaign interrupted; rerun the same command to resume", file=sys.stderr)
-        raise typer.Exit(130) from None
+        raise Interrupted("campaign interrupted; rerun the same command to resume") from None
     print_summary(report)
     print(f"report: {Path(out) / 'campaign.md'}")
     raise typer.Exit(0 if report["verdict"] == "pass" else 1)

@@ -18,6 +18,11 @@ STYLE = {"pass": "green", "fail": "bold red", "inconclusive": "yellow", "not_app
 INTERRUPT_CODES = {"SIGINT": 130, "SIGTERM": 143}
 PARTIAL = 4  # the verdict covers only part of the run (damaged or not all recorded)
 
+
+class Interrupted(Exception):
+    """A command stopped by Ctrl-C that says what it kept: one line, exit code 130."""
+
+
 ProgressOpt = Annotated[
     bool | None,
     typer.Option(
