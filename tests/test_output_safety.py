@@ -388,6 +388,28 @@ def test_ctrl_c_in_verify_says_so_and_keeps_the_old_report(short_run: Path, tmp_
     assert not list((run / BOOK).glob("building-*"))
 
 
+def test_an_unreadable_input_is_one_message(short_run: Path, tmp_path: Path) -> None:
+    """A bag or run.json this user may not read ended in a PermissionError traceback. As
+    root, the process runs without the capabilities that let root read any file."""
+    run = tmp_path / "run"
+    shutil.copytree(short_run, run)
+    prefix = []
+    if os.geteuid() == 0:
+        drop = "-dac_override,-dac_read_search"
+        prefix = ["setpriv", f"--bounding-set={drop}", f"--inh-caps={drop}"]
+    for locked in (next((run / "bag").glob("*.mcap")), run / "run.json"):
+        locked.chmod(0)
+        res = subprocess.run(
+            [*prefix, sys.executable, "-m", "simconform.cli", "verify", str(run), "-q"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        locked.chmod(0o644)
+        assert res.returncode == 2, res.stderr
+        assert f"{locked.name}: Permission denied" in one_error_line(res.stderr)
+
+
 def test_replay_builds_inside_its_folder_and_cleans_what_a_killed_one_left(
     tmp_path: Path,
 ) -> None:

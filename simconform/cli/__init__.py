@@ -111,6 +111,14 @@ def main() -> None:
         one_line = " ".join(str(exc).split())
         print(f"simconform: engine error: {one_line}", file=sys.stderr)
         sys.exit(3)
+    except PermissionError as exc:  # an input the user may not read (a bag, a run.json)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(
+            f"simconform: error: {where}{exc.strerror or exc}; expected a file or folder this "
+            "user may read (check its permissions)",
+            file=sys.stderr,
+        )
+        sys.exit(2)
     except Interrupted as exc:
         print(f"simconform: {exc}", file=sys.stderr)
         sys.exit(130)
