@@ -58,7 +58,7 @@ def localization_rows(out: Path, meta: dict, records: list[dict]) -> list[dict]:
         cells.sort(key=lambda c: c["seed"])
         ape_mean, ape_ci = _mean_ci([c["ape_rmse_m"] for c in cells], meta["confidence"])
         rpe = [c["rpe_trans_pct"] for c in cells if c.get("rpe_trans_pct") is not None]
-        judged = [c for c in cells if c["verdict"] in ("PASS", "FAIL")]
+        judged = [c for c in cells if str(c["verdict"]).lower() in ("pass", "fail")]
         rows.append(
             {
                 "backend": backend,
@@ -69,7 +69,9 @@ def localization_rows(out: Path, meta: dict, records: list[dict]) -> list[dict]:
                 "ape_rmse_m": {"mean": ape_mean, "ci": ape_ci},
                 "rpe_trans_pct_mean": float(np.mean(rpe)) if rpe else None,
                 "drift_pct_mean": float(np.mean([c["drift_pct"] for c in cells])),
-                "passed": sum(c["verdict"] == "PASS" for c in judged) if judged else None,
+                "passed": sum(str(c["verdict"]).lower() == "pass" for c in judged)
+                if judged
+                else None,
                 "judged": len(judged),
                 "per_seed": [
                     {k: c.get(k) for k in ("seed", "ape_rmse_m", "rpe_trans_pct", "verdict")}

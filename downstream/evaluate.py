@@ -5,7 +5,9 @@ The estimate is placed in the map frame by the true pose of its first sweep (evo
 of the drift a sign-off has to see. RPE is evo's over every pair of poses `segment_m` of path
 apart (all_pairs), reported as translation % and rotation deg per 100 m, as KITTI does (KITTI
 averages segments of 100-800 m; a run shorter than two segments uses half its path length,
-and says so).
+and says so). The pairs are chosen by the *reference's* path length (pairs_from_reference),
+as KITTI's ground-truth distances are and as `segment_m` is: by the estimate's, an odometry
+that under-tracks would be judged over longer true segments than the divisor, or not at all.
 """
 
 from __future__ import annotations
@@ -67,6 +69,12 @@ def evaluate(est: Pose, truth: Pose, t_ns: np.ndarray, segment_m: float = 100.0)
 
 
 def _rpe(ref, est, relation, seg: float) -> float:
-    rpe = metrics.RPE(relation, delta=seg, delta_unit=metrics.Unit.meters, all_pairs=True)
+    rpe = metrics.RPE(
+        relation,
+        delta=seg,
+        delta_unit=metrics.Unit.meters,
+        all_pairs=True,
+        pairs_from_reference=True,
+    )
     rpe.process_data((ref, est))
     return float(rpe.get_statistic(metrics.StatisticsType.mean))

@@ -3,7 +3,9 @@
 It answers a sign-off question per-sensor statistics cannot: does this sensor model, with its
 declared noise, keep localization within what the spec may declare (`localization:
 ape_rmse_m`, optionally `rpe_trans_pct`)? One run gives one number, so its verdict is a plain
-comparison; a campaign over seeds gives the spread (docs/localization.md).
+comparison (pass | fail, not_applicable where the spec declares no tolerance: the verdicts of
+verify's report); a campaign over seeds gives the spread (docs/localization.md). The run is
+refused while it records and checked as verify checks it (downstream/runcheck.py).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import numpy as np
 
 from simconform.bag.reader import SourceBag
 from simconform.downstream.odometry import LidarOdometry
+from simconform.downstream.runcheck import check_integrity, load_run, read_error, record
 from simconform.downstream.sweeps import TruePoses, sweeps
 from simconform.errors import UserError
 from simconform.frames import Pose
@@ -62,30 +65,19 @@ def _odometry(cfg: LocalizeConfig, s: LidarSpec) -> LidarOdometry:
 
 def localize(cfg: LocalizeConfig) -> dict:
     """Run the odometry on the run's lidar, evaluate it, and write the result (cfg.write)."""
-    from simconform.verify.verifier import load_manifest
-
     run_dir = Path(cfg.run_dir)
-    manifest = load_manifest(run_dir)
+    manifest = load_run(run_dir)
     spec = Spec.model_validate(manifest["spec_content"])
     name = pick_lidar(spec, cfg.sensor, run_dir)
     s = spec.sensors[name]
     assert isinstance(s, LidarSpec)
-    truth = TruePoses(run_dir / "gt" / f"{spec.base_frame}.tum", Pose.from_xyz_rpy(*_mount(s)))
-    odo = _odometry(cfg, s)
-    poses, instants, timed = [], [], 0
-    bag = SourceBag(run_dir / "bag")
+    found = check_integrity(run_dir, manifest)
     try:
-        for sweep in sweeps(bag, spec.topic(name)):
-            if len(sweep.points) == 0:
-                continue
-            pose, at = odo.register(sweep)
-            if not truth.covers(at):
-                continue  # a sweep finishing after the recorded truth cannot be judged
-            poses.append(pose)
-            instants.append(at)
-            timed += sweep.times_ns is not None
-    finally:
-        bag.close()
+        truth = TruePoses(run_dir / "gt" / f"{spec.base_frame}.tum", Pose.from_xyz_rpy(*_mount(s)))
+        odo = _odometry(cfg, s)
+        poses, instants, timed, stopped = _track(odo, truth, run_dir, spec.topic(name))
+    except OSError as exc:  # a run file the user cannot read: before anything is written
+        raise read_error(exc) or exc from None
     if len(poses) < 2:
         raise UserError(run_dir, name, f"{len(poses)} sweeps", "expected a run of 2 or more")
     t = np.array(instants, dtype=np.int64)
@@ -97,6 +89,7 @@ def localize(cfg: LocalizeConfig) -> dict:
 
     ev = evaluate(est, truth.at(t), t, cfg.segment_m)
     report = _report(cfg, spec, name, ev, len(poses), timed, manifest)
+    report["integrity"] = record(found, stopped)
     if cfg.write:
         from simconform.downstream.write import write_localization
 
@@ -108,6 +101,26 @@ def localize(cfg: LocalizeConfig) -> dict:
 
             verify_run(run_dir, _confidence(run_dir))
     return report
+
+
+def _track(odo: LidarOdometry, truth: TruePoses, run_dir: Path, topic: str):
+    """(poses, instants, sweeps with per-point time, why the bag's reading stopped early) of
+    every sweep the truth covers."""
+    poses, instants, timed = [], [], 0
+    bag = SourceBag(run_dir / "bag")
+    try:
+        for sweep in sweeps(bag, topic):
+            if len(sweep.points) == 0:
+                continue
+            pose, at = odo.register(sweep)
+            if not truth.covers(at):
+                continue  # a sweep finishing after the recorded truth cannot be judged
+            poses.append(pose)
+            instants.append(at)
+            timed += sweep.times_ns is not None
+        return poses, instants, timed, bag.stop_reason
+    finally:
+        bag.close()
 
 
 def _confidence(run_dir: Path) -> float:
@@ -132,11 +145,11 @@ def _report(cfg, spec: Spec, name: str, ev, n: int, timed: int, manifest) -> dic
         if tol.rpe_trans_pct is not None:
             checks["rpe_trans_pct"] = {"value": ev.rpe_trans_pct, "max": tol.rpe_trans_pct}
     for c in checks.values():
-        c["verdict"] = "PASS" if c["value"] is not None and c["value"] <= c["max"] else "FAIL"
+        c["verdict"] = "pass" if c["value"] is not None and c["value"] <= c["max"] else "fail"
     verdict = (
-        "NOT DECLARED"
+        "not_applicable"  # the spec declares no `localization:` tolerance
         if not checks
-        else ("FAIL" if any(c["verdict"] == "FAIL" for c in checks.values()) else "PASS")
+        else ("fail" if any(c["verdict"] == "fail" for c in checks.values()) else "pass")
     )
     return {
         "run": str(cfg.run_dir),

@@ -8,9 +8,11 @@ from pathlib import Path
 import numpy as np
 
 from simconform.downstream.evaluate import Evaluation
+from simconform.downstream.runcheck import partial
 from simconform.frames import Pose
 from simconform.outdir import claim, io_error, update
 from simconform.verify.plots import _plt, save_png
+from simconform.verify.report import SYMBOL
 
 FILES = ("localization.json", "localization.md", "trajectory.png", "ape_over_time.png")
 
@@ -27,9 +29,10 @@ def markdown(r: dict) -> str:
     lines = [
         f"# Localization: {r['odometry']} on {r['topic']}",
         "",
-        f"**Verdict: {r['verdict']}**"
+        f"**Verdict: {SYMBOL.get(r['verdict'], r['verdict'])}**"
         + ("" if r["tolerances"] else " (the spec declares no `localization:` tolerance)"),
         "",
+        *_integrity(r.get("integrity") or {}),
         "| metric | value | tolerance | verdict |",
         "|---|---|---|---|",
     ]
@@ -61,6 +64,20 @@ def markdown(r: dict) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _integrity(integ: dict) -> list[str]:
+    """What verify's checks found, where the result covers only part of the run."""
+    if not partial(integ):
+        return []
+    scope = integ["scope"].replace(" only", "")
+    return [
+        f"**Of the {scope} only** (run state {integ.get('state')}): sweeps in damaged or "
+        "unrecorded spans are missing from the estimate.",
+        "",
+        *(f"- {line}" for line in integ.get("findings", [])),
+        "",
+    ]
 
 
 def plots(out: Path, ev: Evaluation, est: Pose, truth: Pose, t_ns: np.ndarray) -> None:

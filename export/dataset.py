@@ -3,19 +3,24 @@
 The exporter is found in simconform.registry.EXPORTERS (a plugin adds a run format there): a
 function (source, folder, deskew) -> summary. Everything is built in DIR/.simconform/building-*
 and moved into DIR at the end, export.json last, so a folder with export.json is complete; bad
-input is refused before anything is written.
+input is refused before anything is written: a run still recording, a run file the user cannot
+read (open_run reads every file first). A damaged, cut off or interrupted run is exported as far
+as it is intact and export.json's `integrity` says what was left out, as verify's report does
+(downstream/runcheck.py); the command then exits 4 as verify does.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from simconform.downstream.runcheck import read_error, record
 from simconform.errors import UserError
 from simconform.export.source import open_run
-from simconform.outdir import claim, io_error
+from simconform.outdir import claim, io_error, remove_owned
 
 NOT_A_RUN_FORMAT = {"sdf": "it exports a world and spec, not a run: use `simconform export-sdf`"}
 
@@ -43,6 +48,8 @@ def export(cfg: ExportConfig) -> dict:
     if out.resolve() == src.run_dir.resolve():
         raise UserError(None, "--out", str(out), "expected a folder other than the run's")
     started = time.perf_counter()
+    fresh = not (out.exists() or out.is_symlink())
+    unreadable = None
     with claim(out, "export", cfg.force) as owned:
         tmp = owned.building()
         try:
@@ -55,11 +62,19 @@ def export(cfg: ExportConfig) -> dict:
                 "deskew": "true motion (gt/), per point" if cfg.deskew else "none: as published",
                 **body,
                 "skipped": src.skipped,
+                "integrity": record(src.integrity, src.stopped),
                 "seconds": round(time.perf_counter() - started, 3),
             }
             (tmp / "export.json").write_text(json.dumps(report, indent=2) + "\n")
             owned.adopt(tmp, last="export.json")
             owned.seal()
         except OSError as exc:
-            raise io_error(out, exc) or exc from None
+            shutil.rmtree(tmp, ignore_errors=True)
+            unreadable = read_error(exc, out)  # a run file (changed since open_run read it)
+            if unreadable is None:
+                raise io_error(out, exc) or exc from None
+    if unreadable is not None:
+        if fresh:  # the run's fault, not --out's: leave no --out behind
+            remove_owned(out, "export")
+        raise unreadable
     return report

@@ -22,10 +22,12 @@ import numpy as np
 from simconform.bag.messages import COMPRESSED, image_array, stamp_ns
 from simconform.bag.reader import SourceBag
 from simconform.downstream.localize import pick_lidar
+from simconform.downstream.runcheck import check_integrity, load_run, read_error
 from simconform.downstream.sweeps import TruePoses, decode_cloud
 from simconform.errors import UserError
 from simconform.frames import Pose
 from simconform.spec import OPTICAL_TO_BODY, CameraSpec, LidarSpec, Spec
+from simconform.verify.integrity import RunIntegrity
 from simconform.world import World
 
 Instant = Literal["start", "end"]  # a sweep's first column's time, or its last column's
@@ -48,7 +50,9 @@ class Image:
 
 @dataclass
 class RunSource:
-    """What an exporter needs from one run folder; `skipped` counts sweeps left out."""
+    """What an exporter needs from one run folder; `skipped` counts sweeps left out,
+    `integrity` is what verify's checks found (damaged chunks are skipped by the reader),
+    `stopped` why a reading of the bag ended early (a file cut off)."""
 
     run_dir: Path
     manifest: dict
@@ -56,7 +60,9 @@ class RunSource:
     world: World
     lidar: str
     cameras: list[str]
+    integrity: RunIntegrity = field(default_factory=RunIntegrity)
     skipped: dict[str, int] = field(default_factory=dict)
+    stopped: str | None = None
 
     def __post_init__(self) -> None:
         self.lidar_spec: LidarSpec = self.spec.sensors[self.lidar]  # type: ignore[assignment]
@@ -118,6 +124,7 @@ class RunSource:
                     np.asarray(f.get("intensity", np.zeros(len(keep))), np.float32)[keep],
                     (np.zeros(len(xyz)) if ring is None else ring[keep]).astype(np.float32),
                 )
+            self.stopped = self.stopped or bag.stop_reason
         finally:
             bag.close()
 
@@ -141,6 +148,7 @@ class RunSource:
                 else:
                     data = _jpeg(image_array(msg))
                 yield Image(stamp_ns(msg.header), data)
+            self.stopped = self.stopped or bag.stop_reason
         finally:
             bag.close()
 
@@ -156,14 +164,16 @@ def _jpeg(rgb: np.ndarray) -> bytes:
 
 
 def open_run(run_dir: Path, lidar: str | None) -> RunSource:
-    """The run's manifest, spec and world, and its lidar (the only one, or `lidar`)."""
+    """The run's manifest, spec and world, and its lidar (the only one, or `lidar`); refused
+    while the run is still recording, and checked as verify checks it
+    (downstream/runcheck.py). Every file is read here once, so a run file the user cannot
+    read is refused before anything is written."""
     from pydantic import ValidationError
 
     from simconform.errors import from_validation
-    from simconform.verify.verifier import load_manifest
 
     run_dir = Path(run_dir)
-    manifest = load_manifest(run_dir)
+    manifest = load_run(run_dir)
     try:
         spec = Spec.model_validate(manifest["spec_content"])
         world = World.model_validate(manifest["world_content"])
@@ -171,4 +181,8 @@ def open_run(run_dir: Path, lidar: str | None) -> RunSource:
         raise from_validation(run_dir / "run.json", err) from None
     lidar = pick_lidar(spec, lidar, run_dir)
     cams = [n for n, s in spec.sensors.items() if isinstance(s, CameraSpec)]
-    return RunSource(run_dir, manifest, spec, world, lidar, cams)
+    found = check_integrity(run_dir, manifest)
+    try:
+        return RunSource(run_dir, manifest, spec, world, lidar, cams, found)
+    except OSError as exc:  # gt/ unreadable
+        raise read_error(exc) or exc from None

@@ -206,7 +206,8 @@ def localization(report: dict) -> list[Section]:
             paras=[
                 f"Localization: {loc['odometry']} on {loc['topic']}: APE RMSE "
                 f"{loc['ape_rmse_m']:.3g} m over {loc['path_length_m']:.1f} m "
-                f"({loc['drift_pct']:.3g} %), RPE {rpe_txt}; verdict {loc['verdict']} "
+                f"({loc['drift_pct']:.3g} %), RPE {rpe_txt}; verdict "
+                f"{SYMBOL.get(loc['verdict'], loc['verdict'])} "
                 "(../localization/localization.md)"
             ],
         )

@@ -193,7 +193,7 @@ def _localization(run_dir: Path, report: dict) -> None:
         return
     keys = ("odometry", "topic", "ape_rmse_m", "rpe_trans_pct", "rpe_segment_m", "path_length_m")
     report["localization"] = {k: loc.get(k) for k in (*keys, "drift_pct", "verdict")}
-    if loc.get("verdict") == "FAIL":
+    if str(loc.get("verdict")).lower() == "fail":  # upper case before 2026-12-07
         report["verdict"] = "fail"
 
 

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from simconform.cli.common import stdout_console
+from simconform.cli.common import PARTIAL, err, stdout_console
 
 
 def export_command(
@@ -33,7 +33,11 @@ def export_command(
     ] = False,
 ) -> None:
     """Export a run's published lidar (and camera) data with its ground truth as KITTI
-    odometry or nuScenes."""
+    odometry or nuScenes.
+
+    The run is checked as `verify` checks it; damaged chunks are left out and named (stderr,
+    export.json `integrity`). Exit 4 when the dataset covers only part of the run."""
+    from simconform.downstream.runcheck import partial
     from simconform.export.dataset import ExportConfig, export
 
     r = export(ExportConfig(run_dir, format, out, sensor, deskew, force))
@@ -48,3 +52,6 @@ def export_command(
         f"{r['format']}: {what} in {r['seconds']:.1f} s -> {out}"
         + (f" ({skipped} sweep(s) past the recorded truth left out)" if skipped else "")
     )
+    for line in r["integrity"]["findings"]:
+        err.print(f"[yellow]integrity[/]: {line}", soft_wrap=True)
+    raise typer.Exit(PARTIAL if partial(r["integrity"]) else 0)

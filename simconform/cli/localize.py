@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from simconform.cli.common import stdout_console
+from simconform.cli.common import PARTIAL, err, stdout_console
 
 
 def localize_command(
@@ -39,8 +39,14 @@ def localize_command(
         bool, typer.Option("--force", help="Replace an existing localization in --out.")
     ] = False,
 ) -> None:
-    """Run a lidar odometry on the run's published clouds; APE and RPE against its truth."""
+    """Run a lidar odometry on the run's published clouds; APE and RPE against its truth.
+
+    The run is checked as `verify` checks it; damaged chunks are left out and named (stderr,
+    localization.json `integrity`). Exit 1 on a FAIL of the spec's tolerance, else 4 when the
+    result covers only part of the run."""
     from simconform.downstream.localize import LocalizeConfig, localize
+    from simconform.downstream.runcheck import partial
+    from simconform.verify.report import SYMBOL
 
     r = localize(LocalizeConfig(run_dir, out, sensor, odometry, deskew, segment, force))
     c = stdout_console()
@@ -48,7 +54,11 @@ def localize_command(
     c.print(
         f"{r['odometry']} on {r['topic']}: APE RMSE {r['ape_rmse_m']:.3g} m over "
         f"{r['path_length_m']:.1f} m ({r['drift_pct']:.3g} %), RPE {rpe} per "
-        f"{r['rpe_segment_m'] or 0:g} m; verdict {r['verdict']}"
+        f"{r['rpe_segment_m'] or 0:g} m; verdict {SYMBOL[r['verdict']]}"
     )
     c.print(f"wrote {r['written_to']}/localization.md")
-    raise typer.Exit(1 if r["verdict"] == "FAIL" else 0)
+    for line in r["integrity"]["findings"]:
+        err.print(f"[yellow]integrity[/]: {line}", soft_wrap=True)
+    if r["verdict"] == "fail":
+        raise typer.Exit(1)
+    raise typer.Exit(PARTIAL if partial(r["integrity"]) else 0)
