@@ -101,7 +101,10 @@ def backend_findings(names: list[str] | None = None, capture: bool = True) -> li
             try:
                 BACKENDS.load(name)
                 note = "its module loads; the engine was not probed (--no-capture)"
-                out.append(Finding(name, True, note, "--backend"))
+                missing = _engine_missing(name)
+                if missing:  # the adapter loads without its engine: say what is absent
+                    note = f"its module loads, but {missing} not found (see components)"
+                out.append(Finding(name, not missing, note, "--backend"))
             except Exception as exc:  # an optional engine's import error, said as it is
                 out.append(Finding(name, False, " ".join(str(exc).split()), "--backend"))
             continue
@@ -109,6 +112,16 @@ def backend_findings(names: list[str] | None = None, capture: bool = True) -> li
         detail = f"{p.version or '?'}; {p.note} in {p.seconds:.1f} s" if p.usable else p.note
         out.append(Finding(name, p.usable, detail, f"--backend {name}"))
     return out
+
+
+def _engine_missing(name: str) -> str:
+    """What the engine behind a backend lacks here, as far as can be told without starting it
+    (Gazebo's programs and Python bindings; "" where nothing is known to be missing)."""
+    if name != "gazebo":
+        return ""
+    from simconform.adapters.gazebo.transport import missing_pieces
+
+    return ", ".join(missing_pieces())
 
 
 def as_json(backends: list[Finding], parts: list[Finding]) -> dict:

@@ -104,3 +104,15 @@ def test_run_json_is_the_only_thing_on_stdout(tmp_path: Path) -> None:
     assert any("capturing" in line for line in progress)
     assert any("verifying" in line for line in progress)
     assert all(line.startswith("simconform: ") for line in r.stderr.splitlines()), r.stderr
+
+
+def test_doctor_without_capture_agrees_with_the_components_on_gazebo() -> None:
+    """`doctor --no-capture` said the gazebo backend was found where Gazebo was not: its
+    adapter loads without the engine."""
+    from simconform.adapters.gazebo.transport import missing_pieces
+    from simconform.doctor import backend_findings, components
+
+    (backend,) = backend_findings(["gazebo"], capture=False)
+    part = next(f for f in components() if f.name == "Gazebo Harmonic")
+    assert backend.found == part.found == (not missing_pieces())
+    assert ("not found" in backend.detail) == (not backend.found)

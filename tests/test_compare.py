@@ -37,6 +37,7 @@ from simconform.verify.compare import (
     tost_verdict,
 )
 from simconform.verify.compare.camera import SSIM_K1
+from simconform.verify.compare.report import markdown
 
 DURATION = 1.0
 OFFSET = 0.005  # m along every truth ray
@@ -308,7 +309,7 @@ def test_reference_vs_mujoco_lidar_agrees(runs, tmp_path) -> None:
     assert (tmp_path / "cmp" / "compare.md").is_file()
 
 
-def test_replay_run_compared_with_the_run_it_replays(tmp_path: Path) -> None:
+def test_replay_run_compared_with_the_run_it_replays(tmp_path: Path, short_run: Path) -> None:
     """Issue 5: `compare` accepts a replay run against a run of the same world and spec."""
     from simconform.adapters.replay import ReplayConfig, replay
     from simconform.demo import DEMO_SPEC, DEMO_WORLD
@@ -331,3 +332,10 @@ def test_replay_run_compared_with_the_run_it_replays(tmp_path: Path) -> None:
     assert report["runs"]["b"]["backend"] == "replay"
     assert report["truth"]["lidar"]["hit_agreement"]["measured"] == 1.0
     assert report["verdict"] == "pass"
+    # the notes say what a replay is: no "same seed, identical noise streams" claim
+    assert any("Run B is a replayed bag" in n for n in report["notes"])
+    assert not any("same seed" in n for n in report["notes"])
+    assert "- seed 1234 (A), none (a replayed bag) (B)," in markdown(report, [])
+    # the camera of a full demo run, which the map does not map, is named as not compared
+    wide = compare_runs(CompareConfig(run_a=short_run, run_b=rep.out)).report
+    assert any(n.startswith("Not compared: camera of run A") for n in wide["notes"]), wide["notes"]

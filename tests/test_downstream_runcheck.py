@@ -87,7 +87,8 @@ def test_an_intact_run_is_exported_whole(lot: Path, tmp_path: Path) -> None:
 
 def test_an_unreadable_bag_is_named_and_nothing_written(lot: Path) -> None:
     """bag.mcap mode 000, read by a user who may not read it (where the tests run as root,
-    without the capabilities that let root read any file): exit 2 naming the bag, not --out, and no --out left behind."""
+    without the capabilities that let root read any file): exit 2 naming the bag, not --out,
+    and no --out left behind."""
     root = Path(tempfile.mkdtemp(prefix="simconform-unreadable-"))
     try:
         root.chmod(0o755)

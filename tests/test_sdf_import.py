@@ -135,6 +135,12 @@ def test_demo_round_trip_through_the_cli(tmp_path) -> None:
     assert "--force" in again.stderr
     forced = cli("import-sdf", str(tmp_path / "gz" / "demo.sdf"), "--out", str(out), "--force")
     assert forced.returncode == 0, forced.stderr
+    # --force replaces an earlier import only, never a world the user wrote
+    mine = tmp_path / "w" / "mine.yaml"
+    mine.write_text("name: mine\n")
+    r = cli("import-sdf", str(tmp_path / "gz" / "demo.sdf"), "--out", str(mine), "--force")
+    assert r.returncode == 2 and "not written by `simconform import-sdf`" in r.stderr, r.stderr
+    assert mine.read_text() == "name: mine\n" and not (tmp_path / "w" / "mine_meshes").exists()
 
 
 @pytest.mark.slow

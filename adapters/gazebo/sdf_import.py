@@ -501,12 +501,30 @@ def _yaml_text(data: dict, src: Path, skipped: list[str]) -> str:
     return "\n".join(head) + "\n" + yaml.safe_dump(data, sort_keys=False, default_flow_style=None)
 
 
+def _imported(out: Path) -> bool:
+    """Whether `out` is a world file an earlier import wrote (its first line says so)."""
+    try:
+        with out.open(encoding="utf-8", errors="replace") as fh:
+            first = fh.readline()
+    except OSError:
+        return False
+    return first.startswith("# imported from ") and "by `simconform import-sdf`" in first
+
+
 def write_world(path: Path, out: Path, force: bool = False, parser: str = "auto") -> list[str]:
     """Import and write OUT plus its meshes, all or nothing; returns the skipped lines."""
     data, meshes, skipped = import_sdf(path, out, parser)
     existing = [t for t in [out, *(out.parent / rel for rel in meshes)] if t.exists()]
     if existing and not force:
         raise UserError(None, "--out", str(existing[0]), "expected a new file (or --force)")
+    if existing and not _imported(out):  # --force replaces an earlier import only
+        raise UserError(
+            None,
+            "--out",
+            str(existing[0]),
+            "was not written by `simconform import-sdf`, and --force replaces only an earlier "
+            "import (its world file and meshes); choose another --out",
+        )
     with tempfile.TemporaryDirectory(prefix="simconform-import-") as tmp:
         for rel, text in [*meshes.items(), (out.name, _yaml_text(data, path, skipped))]:
             (Path(tmp) / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,8 @@ incomplete), 3 the engine failed mid-run (the run folder keeps what was recorded
 engine's log), 4 the verdict covers only part of the run and is not FAIL (damaged data left
 out: a file that differs from its SHA-256, an MCAP chunk whose CRC does not match; or a run
 that did not record its whole span: interrupted, killed, a source bag cut off; `verify`,
-`replay`, `export`, `localize`), 130/143 when `run` was interrupted (after its partial recording has been verified).
+`replay`, `export`, `localize`), 130/143 when `run` was interrupted (after its partial
+recording has been verified), 130 for a Ctrl-C anywhere else.
 """
 
 from __future__ import annotations

@@ -116,6 +116,14 @@ def console_rows(report: dict) -> list[dict]:
     return out
 
 
+def _seeds(a: dict, b: dict) -> str:
+    """The seed line; a replayed bag has none of ours."""
+    if a["seed"] == b["seed"]:
+        return f"seed {a['seed']}"
+    name = {None: "none (a replayed bag)"}
+    return f"seed {name.get(a['seed'], a['seed'])} (A), {name.get(b['seed'], b['seed'])} (B)"
+
+
 def markdown(report: dict, plots: list[str]) -> str:
     a, b = report["runs"]["a"], report["runs"]["b"]
     th = report["thresholds"]
@@ -125,7 +133,7 @@ def markdown(report: dict, plots: list[str]) -> str:
         state = "" if r["complete"] else " (**incomplete**)"
         out.append(f"- run {side}: `{r['path']}`, backend `{r['backend']}`{state}")
     out += [
-        f"- seed {a['seed']}, {a['duration_s']:g} s simulated; spec `{a['spec']}`, "
+        f"- {_seeds(a, b)}, {a['duration_s']:g} s simulated; spec `{a['spec']}`, "
         f"world `{a['world']}`, trajectory `{a['trajectory']}`",
         f"- confidence {report['confidence']:g}: equivalence from {pct} intervals (TOST); "
         f"lidar range tolerance {fmt(th['range_tolerance_m'])} m, hit agreement >= "

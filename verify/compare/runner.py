@@ -44,12 +44,27 @@ def compare_runs(cfg: CompareConfig) -> Comparison:
     same_dir = dir_a.resolve() == dir_b.resolve()
     if same_dir:
         notes.append("RUN_A and RUN_B are the same folder: every difference is zero by design")
-    notes.append(
-        "Both runs use the same seed, so they drew identical noise streams (every capture "
-        "consumes the same draws whatever it hits): published errors differ only where engine "
-        "truth differs, and where it does not the two-sample tests and equivalence checks pass "
-        "trivially. The truth-vs-truth section is the informative one."
-    )
+    if side is None:
+        notes.append(
+            "Both runs use the same seed, so they drew identical noise streams (every capture "
+            "consumes the same draws whatever it hits): published errors differ only where "
+            "engine truth differs, and where it does not the two-sample tests and equivalence "
+            "checks pass trivially. The truth-vs-truth section is the informative one."
+        )
+    else:
+        other = ma if side == 1 else mb
+        notes.append(
+            f"Run {'AB'[side]} is a replayed bag: its published errors are what its source "
+            "recorded, not draws of this seed, so the published comparison sets two independent "
+            "noise streams side by side, and its truth is the replay's (recorded or recomputed "
+            "from its pose stream)."
+        )
+        left = sorted(set(other["spec_content"]["sensors"]) - set(spec.sensors))
+        if left:
+            notes.append(
+                f"Not compared: {', '.join(left)} of run {'BA'[side]}, which the replay map "
+                "does not map (run.json's replay.sensors_not_mapped)"
+            )
     noise = (ma.get("noise", "pipeline"), mb.get("noise", "pipeline"))
     if noise[0] != noise[1]:
         notes.append(
