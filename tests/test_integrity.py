@@ -748,3 +748,28 @@ def test_replay_reports_a_damaged_source_chunk_and_does_not_judge_it(tmp_path: P
     assert "damaged, skipped and not judged" in runner.stderr, runner.stderr
     verdict = report_of(tmp_path / "cli")["verdict"]
     assert runner.returncode == (1 if verdict == "fail" else 4), runner.stderr
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "words"),
+    [
+        ("start_ns", "x", "start_ns: got 'x'; Input should be a valid integer"),
+        ("outputs", 5, "outputs: got 5; Input should be a valid dictionary"),
+        ("complete", "yes", "complete: got 'yes'"),
+        ("captures", {"lidar": "a"}, "captures.lidar: got 'a'"),
+    ],
+)
+def test_a_hand_edited_run_json_is_one_message(
+    short_run: Path, tmp_path: Path, key: str, value, words: str
+) -> None:
+    """A run.json value of the wrong type ended in a ValueError or AttributeError traceback."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(short_run, run_dir)
+    manifest = json.loads((run_dir / "run.json").read_text())
+    manifest[key] = value
+    (run_dir / "run.json").write_text(json.dumps(manifest))
+    before = sorted(p.name for p in (run_dir / "report").iterdir())
+    res = cli("verify", str(run_dir), "-q")
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert res.stderr.count("\n") == 1 and "run.json: " + words in res.stderr, res.stderr
+    assert sorted(p.name for p in (run_dir / "report").iterdir()) == before

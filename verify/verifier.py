@@ -12,7 +12,7 @@ import shutil
 import time
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 from threadpoolctl import threadpool_limits
 
 from simconform.errors import UserError, from_validation
@@ -49,10 +49,36 @@ def load_manifest(run_dir: Path) -> dict:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as exc:
         raise UserError(path, f"line {exc.lineno}", exc.msg, "expected valid JSON") from None
+    if not isinstance(data, dict):
+        raise UserError(path, "(top level)", type(data).__name__, "expected a JSON object")
     for key in ("spec_content", "world_content", "start_ns", "end_ns", "backend", "seed"):
         if key not in data:
             raise UserError(path, key, None, "expected the key written by `simconform run`")
+    try:  # the types every reader relies on: a hand-edited run.json gets one message
+        _Manifest.model_validate(data)
+    except ValidationError as err:
+        raise from_validation(path, err) from None
     return data
+
+
+class _Manifest(BaseModel):
+    """The fields of run.json that verify, compare, export and localize read, with their
+    types (the content of the spec and world is validated by their own models)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    spec_content: dict
+    world_content: dict
+    start_ns: int
+    end_ns: int
+    backend: str
+    seed: int | None
+    complete: bool = False
+    state: str | None = None
+    recorded_end_ns: int | None = None
+    captures: dict[str, int] | None = None
+    published: dict[str, int] | None = None
+    outputs: dict[str, dict] | None = None
 
 
 def verify_run(
