@@ -977,3 +977,35 @@ def test_replay_bad_map_through_the_real_entry_point(tmp_path: Path) -> None:
     res = cli("replay", str(tmp_path / "nope"), "--map", str(bad), "--out", str(tmp_path / "o"))
     assert res.returncode == 2 and res.stderr.startswith("simconform: error:")
     assert "Traceback" not in res.stderr and not (tmp_path / "o").exists()
+
+
+def test_truth_lost_in_a_damaged_chunk_is_named_as_damage(tmp_path: Path) -> None:
+    """A published cloud whose truth was in a chunk skipped for its CRC was refused as "expected
+    a truth message ... logged before it", with no word of the damage."""
+    from mcap.reader import make_reader
+
+    src = run(
+        RunConfig(out=tmp_path / "src", duration=2.0, spec=REPO / "sensors_spec/rover_core.yaml"),
+        progress=False,
+    ).out
+    bag = next((src / "bag").glob("*.mcap"))
+    with bag.open("rb") as fh:
+        summary = make_reader(fh).get_summary()
+    assert summary is not None
+    truth = {i for i, c in summary.channels.items() if c.topic == "/truth/lidar/points"}
+    chunks = [c for c in summary.chunk_indexes if truth & set(c.message_index_offsets)]
+    data = bag.read_bytes()
+    found = []
+    for k, chunk in enumerate(chunks):  # damage each truth-holding chunk in turn
+        at = chunk.chunk_start_offset + chunk.chunk_length // 2
+        bag.write_bytes(data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1 :])
+        core = REPO / "sensors_spec/rover_core.yaml"
+        cfg = ReplayConfig(src / "bag", EXAMPLES / "own_layout.yaml", tmp_path / f"o{k}", spec=core)
+        try:
+            replay(cfg)
+        except UserError as exc:
+            found.append(str(exc))
+            assert not cfg.out.exists()
+    bag.write_bytes(data)
+    # a chunk whose truth clouds are published from the next chunk: the damage is named
+    assert any("damaged chunk(s) that were skipped" in m and "CRC" in m for m in found), found

@@ -270,12 +270,20 @@ class Scan:
             if role == "pub" and not sn.entry.deskewed:
                 self._check_point_time(sn, topic, msg, st)
         if role == "pub" and self.truth == "topics" and st not in sn.truth_seen:
+            damaged = self.src.damaged  # chunks skipped as damaged: the truth may be in one
+            first = f" (first: {damaged[0].where}, {damaged[0].reason})" if damaged else ""
             raise UserError(
                 self.bag_path,
                 topic,
                 f"header.stamp {sec(st)} s",
                 f"expected a truth message on {sn.truth_topic} with the same stamp logged "
-                "before it",
+                "before it"
+                + (
+                    f"; the bag has {len(damaged)} damaged chunk(s) that were skipped{first}, "
+                    "which may have held it: replay needs the recorded truth intact"
+                    if damaged
+                    else ""
+                ),
             )
         (sn.pub_seen if role == "pub" else sn.truth_seen).add(st)
         return st
