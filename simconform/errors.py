@@ -99,8 +99,15 @@ _ABSENT = _Absent()
 
 
 def _is_union_tag(parts: tuple, i: int) -> bool:
-    # pydantic puts the discriminator value into loc for tagged unions: objects.3.box.size
-    return i >= 2 and parts[i] in _TAGS and parts[i - 2] in ("sensors", "objects")
+    # pydantic puts the discriminator value into loc for tagged unions (objects.3.box.size),
+    # and the member's schema name for other unions (duration.constrained-float)
+    p = parts[i]
+    if isinstance(p, str) and p.startswith(_MEMBERS) and i > 0:
+        return True
+    return i >= 2 and p in _TAGS and parts[i - 2] in ("sensors", "objects")
+
+
+_MEMBERS = ("constrained-", "literal[", "function-", "lax-or-strict[")
 
 
 _TAGS = {"plane", "box", "cylinder", "sphere", "mesh", "lidar", "imu", "gnss", "odom", "camera"}

@@ -339,3 +339,18 @@ def test_replay_run_compared_with_the_run_it_replays(tmp_path: Path, short_run: 
     # the camera of a full demo run, which the map does not map, is named as not compared
     wide = compare_runs(CompareConfig(run_a=short_run, run_b=rep.out)).report
     assert any(n.startswith("Not compared: camera of run A") for n in wide["notes"]), wide["notes"]
+
+
+@pytest.mark.parametrize(
+    ("change", "flag"),
+    [
+        ({"psnr_min": -5.0}, "--psnr-min"),  # a PSNR of 8-bit images is never below 0 dB
+        ({"psnr_min": math.inf}, "--psnr-min"),
+        ({"range_tolerance": 0.0}, "--range-tolerance"),
+        ({"confidence": 1.0}, "--confidence"),
+    ],
+)
+def test_thresholds_that_judge_nothing_are_refused(runs, tmp_path, change, flag) -> None:
+    with pytest.raises(UserError, match=flag):
+        compare(CompareConfig(runs["a"], runs["a"], out=tmp_path / "never", **change))
+    assert not (tmp_path / "never").exists()

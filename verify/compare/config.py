@@ -35,7 +35,7 @@ def validate_config(cfg: CompareConfig) -> None:
         raise UserError(None, "--confidence", cfg.confidence, "expected a level in (0.5, 1)")
     if not (cfg.range_tolerance > 0 and math.isfinite(cfg.range_tolerance)):
         raise UserError(None, "--range-tolerance", cfg.range_tolerance, "expected metres > 0")
-    if not math.isfinite(cfg.psnr_min):
-        raise UserError(None, "--psnr-min", cfg.psnr_min, "expected a finite number of dB")
+    if not (math.isfinite(cfg.psnr_min) and cfg.psnr_min > 0):  # 8-bit PSNR is never below 0
+        raise UserError(None, "--psnr-min", cfg.psnr_min, "expected a finite number of dB > 0")
     if not 0 <= cfg.hit_agreement_min <= 1:
         raise UserError(None, "hit_agreement_min", cfg.hit_agreement_min, "expected [0, 1]")
