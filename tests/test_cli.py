@@ -116,3 +116,13 @@ def test_doctor_without_capture_agrees_with_the_components_on_gazebo() -> None:
     part = next(f for f in components() if f.name == "Gazebo Harmonic")
     assert backend.found == part.found == (not missing_pieces())
     assert ("not found" in backend.detail) == (not backend.found)
+
+
+def test_a_cold_numba_cache_is_told_before_the_first_run(short_run: Path, tmp_path, monkeypatch):
+    """The first run after an install compiles for a minute or more with no progress line; it
+    now says so first. short_run has compiled the kernels into this session's cache."""
+    from simconform.cli.common import kernels_cached
+
+    assert (short_run / "run.json").is_file() and kernels_cached()
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))  # where numba would cache instead
+    assert not kernels_cached()

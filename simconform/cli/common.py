@@ -156,3 +156,22 @@ def check_confidence(confidence: float) -> None:
 def check_power(power: float) -> None:
     if not 0.5 <= power < 1:
         raise UserError(None, "--power", power, "expected a probability in [0.5, 1)")
+
+
+def kernels_cached() -> bool:
+    """Whether numba's cache holds the ray caster's kernels: an index next to the module (its
+    __pycache__) or under NUMBA_CACHE_DIR. The first run after an install compiles them, a
+    minute or more in which no progress line could come (seen: 8 minutes on a loaded host)."""
+    import importlib.util
+    import os
+
+    pattern = "bvhcast._cast-*.nbi"
+    cache = os.environ.get("NUMBA_CACHE_DIR")
+    if cache:  # numba then caches there only
+        return any(Path(cache).rglob(pattern))
+    spec = importlib.util.find_spec("simconform.bvhcast")
+    origin = spec.origin if spec is not None else None
+    if origin and any((Path(origin).parent / "__pycache__").glob(pattern)):
+        return True
+    user = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "numba"
+    return user.is_dir() and any(user.rglob(pattern))  # where __pycache__ is not writable

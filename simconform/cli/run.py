@@ -16,6 +16,7 @@ from simconform.cli.common import (
     check_power,
     err,
     exit_code,
+    kernels_cached,
     print_verdict,
     progress_of,
     stdout_console,
@@ -163,6 +164,12 @@ def run(
         print_plan(cfg, confidence, power, sample_plan)
         return
     shown = progress_of(progress, quiet)
+    if shown is not False and not kernels_cached():
+        err.print(
+            "simconform: compiling the numba kernels first (once after an install: about a "
+            "minute on 2 cores, longer on a busy machine; numba caches them for later runs)",
+            soft_wrap=True,
+        )
     with session():  # --out stays locked from the first capture to the last report file
         result = do_run(cfg, progress=shown)
         if result.stopped_by:
