@@ -26,7 +26,7 @@ from scipy.spatial.transform import Rotation
 from scipy.stats import binom
 from typer.testing import CliRunner
 
-from conftest import REPO, write_yaml
+from conftest import REPO, cli, write_yaml
 from simconform.adapters.reference import ReferenceBackend
 from simconform.adapters.replay import ReplayConfig, replay
 from simconform.adapters.replay.map import check_against_spec, load_map, unity_to_ros
@@ -827,6 +827,12 @@ def test_cli_command_writes_reports_and_exit_code(tmp_path: Path) -> None:
     forced = CliRunner().invoke(app, [*args, "--force"])
     assert forced.exit_code in (0, 1)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".o.replay-")]
+    # --json: stdout is the verdict alone, as `run --json`; -q: nothing but the exit code
+    as_json = cli(*args, "--force", "--json")
+    doc = json.loads(as_json.stdout)
+    assert doc["verdict"] == report["verdict"] and doc["exit_code"] == as_json.returncode
+    quiet = cli(*args, "--force", "-q")
+    assert quiet.returncode == as_json.returncode and quiet.stdout == quiet.stderr == ""
 
 
 # --------------------------------------------------------------------------- bad bags

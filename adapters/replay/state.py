@@ -28,6 +28,7 @@ class ReplayConfig:
     align: bool = True  # estimate each sensor's time offset against the pose stream (align.py)
     time_offsets: list[str] = field(default_factory=list)  # --time-offset: MS or SENSOR=MS
     level: float = 0.95  # of the offsets' intervals
+    progress: bool | None = None  # simconform/progress.py: None a bar or lines, False silent
 
 
 @dataclass

@@ -73,7 +73,7 @@ class Replay(Scan):
         static_msg = messages.transforms(static)
         bag.push("/tf_static", messages.TFMESSAGE, static_msg, min(start, first_log))
         tf_next = 0
-        bar = progress_bar(self.n_stream, None, "replaying")
+        bar = progress_bar(self.n_stream, self.cfg.progress, "replaying")
         try:
             stream = self.src.messages(set(self.roles))
             for i, (topic, msgtype, log_ns, raw) in enumerate(stream, start=1):

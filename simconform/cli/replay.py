@@ -12,7 +12,16 @@ from typing import Annotated
 
 import typer
 
-from simconform.cli.common import check_confidence, err, exit_code, print_integrity, print_table
+from simconform.cli.common import (
+    JsonOpt,
+    ProgressOpt,
+    QuietOpt,
+    check_confidence,
+    err,
+    exit_code,
+    print_verdict,
+    progress_of,
+)
 
 
 def replay_command(
@@ -56,6 +65,9 @@ def replay_command(
             "pose-stream time minus stamp; repeatable.",
         ),
     ] = None,
+    progress: ProgressOpt = None,
+    quiet: QuietOpt = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Re-record a foreign bag in simconform's layout with its truth, then verify it."""
     from simconform.adapters.replay import ReplayConfig
@@ -73,15 +85,27 @@ def replay_command(
             align=align,
             time_offsets=list(time_offset or []),
             level=confidence,
+            progress=progress_of(progress, quiet),
         )
-        _replay(cfg, confidence)
+        _replay(cfg, confidence, quiet, as_json)
 
 
-def _replay(cfg, confidence: float) -> None:
+def _replay(cfg, confidence: float, quiet: bool, as_json: bool) -> None:
     from simconform.adapters.replay import replay
     from simconform.verify.verifier import verify_run
 
     result = replay(cfg)
+    if not quiet:
+        _summary(result)
+    report = verify_run(result.out, confidence, progress=cfg.progress)
+    print_verdict(report, result.out / "report", quiet, as_json)
+    if not (quiet or as_json):
+        print(f"report: {result.out / 'report' / 'report.md'}")
+    raise typer.Exit(exit_code(report))
+
+
+def _summary(result) -> None:
+    """What the replay read and how it paired and aligned (stderr)."""
     sec = result.replay
     err.print(
         f"replay: {sec['source_format']} read with {sec['read_with']}, "
@@ -112,8 +136,3 @@ def _replay(cfg, confidence: float) -> None:
         err.print(f"[yellow]warning[/]: {w}")
     if not result.complete:
         err.print(f"[yellow]incomplete source[/]: {result.reason}; verified what was readable")
-    report = verify_run(result.out, confidence, progress=None)  # as replaying: bar or lines
-    print_table(report)
-    print_integrity(report)
-    print(f"report: {result.out / 'report' / 'report.md'}")
-    raise typer.Exit(exit_code(report))
