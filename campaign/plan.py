@@ -16,11 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BeforeValidator, Field, ValidationError
 
 from simconform import __version__
-from simconform.errors import UserError, from_validation, load_yaml, validate
+from simconform.errors import UserError, dump_yaml, from_validation, load_yaml, validate
 from simconform.fields import Strict
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_]{0,39}$"
@@ -311,7 +310,7 @@ def _variant(file: Path, name: str, overrides: dict[str, Any], base: dict) -> Va
         e = from_validation(file, err)
         raise UserError(file, f"variants.{name}: spec {e.field}", e.value, e.allowed) from None
     content = spec.model_dump(mode="json")
-    return Variant(name, dict(overrides), content, yaml.safe_dump(content, sort_keys=False))
+    return Variant(name, dict(overrides), content, dump_yaml(content, sort_keys=False))
 
 
 def _scale_sigmas(node: Any, k: float) -> None:

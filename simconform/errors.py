@@ -193,11 +193,22 @@ class _InputLoader(yaml.SafeLoader):
 
 # Exponent floats as YAML 1.2 reads them (1e-3, 2.5E6): PyYAML follows YAML 1.1, whose floats
 # need a dot and a signed exponent, so these would be strings, and no number is read from a string.
-_InputLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
-    list("-+.0123456789"),
-)
+# `dump_yaml` writes such strings quoted, so what simconform writes reads back the same.
+_EXPONENT_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)[eE][-+]?[0-9]+$")
+_FLOAT_FIRST = list("-+.0123456789")
+_InputLoader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, _FLOAT_FIRST)
+
+
+class _OutputDumper(yaml.SafeDumper):
+    """yaml.SafeDumper that quotes a string _InputLoader would read as a number."""
+
+
+_OutputDumper.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, _FLOAT_FIRST)
+
+
+def dump_yaml(data: Any, **kwargs: Any) -> str:
+    """YAML text of `data` that load_yaml reads back as the same values."""
+    return yaml.dump(data, Dumper=_OutputDumper, allow_unicode=True, **kwargs)
 
 
 def _expanded_size(node: Any, memo: dict[int, int]) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import re
 import types
+from collections.abc import Callable
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
@@ -36,52 +37,108 @@ class Strict(BaseModel):
     @classmethod
     def _numbers_are_numbers(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            for name, value in data.items():
-                info = cls.model_fields.get(name) if isinstance(name, str) else None
-                if info is not None and (allowed := _not_a_number(info.annotation, value)):
-                    raise FieldProblem(name, value, allowed)
+            for name, check in _plan(cls).items():
+                if name in data and (allowed := check(data[name])):
+                    raise FieldProblem(name, data[name], allowed)
         return data
 
 
-def _kinds(tp: Any) -> set[Any]:
-    """The scalar types an annotation admits (`object` for anything else)."""
-    origin = get_origin(tp)
-    if origin is Annotated:
-        return _kinds(get_args(tp)[0])
-    if origin in (Union, types.UnionType):
-        return set().union(*(_kinds(a) for a in get_args(tp)))
-    if origin is Literal:
-        return {type(v) for v in get_args(tp)}
-    return {tp} if tp in (int, float, bool, str, type(None)) else {object}
+Check = Callable[[Any], "str | None"]
+_PLANS: dict[type, dict[str, Check]] = {}
 
 
-def _not_a_number(tp: Any, value: Any) -> str | None:
-    """What is allowed, where a number field (or a list of numbers) got true/false or a string:
-    pydantic's lax mode reads `rate_hz: true` as 1 Hz and `"100"` as 100, which hides a typo
-    or a quoting mistake. Strict mode would also refuse YAML's lists for tuples, so only this
-    is checked. Exponent floats such as 1e-3 are numbers already (`errors._InputLoader`)."""
+def _plan(cls: type[BaseModel]) -> dict[str, Check]:
+    """Each number field's check, built once per model from its annotations (a world of
+    thousands of objects or an actor's 100,000 waypoints is checked in plain loops)."""
+    if cls not in _PLANS:
+        checks = ((n, _checker(f.annotation)) for n, f in cls.model_fields.items())
+        _PLANS[cls] = {n: c for n, c in checks if c is not None}
+    return _PLANS[cls]
+
+
+def _checker(tp: Any) -> Check | None:
+    """What is allowed, where a number field (or a list of numbers) of type `tp` got true/false
+    or a string; None where `tp` holds no number. pydantic's lax mode reads `rate_hz: true` as
+    1 Hz and `"100"` as 100, which hides a typo or a quoting mistake; its strict mode would
+    also refuse YAML's lists for tuples, so only this is checked. Exponent floats such as 1e-3
+    are numbers already (`errors._InputLoader`)."""
     origin = get_origin(tp)
     if origin is Annotated:
-        return _not_a_number(get_args(tp)[0], value)
-    if origin in (Union, types.UnionType) and isinstance(value, list | tuple):
-        inner = [a for a in get_args(tp) if get_origin(a) in (list, tuple)]
-        return _not_a_number(inner[0], value) if len(inner) == 1 else None
-    if origin in (list, tuple) and isinstance(value, list | tuple):
+        return _checker(get_args(tp)[0])
+    if origin in (list, tuple):
         args = [a for a in get_args(tp) if a is not Ellipsis]
         if origin is list or len(args) != len(get_args(tp)):  # list[X] or tuple[X, ...]
-            args = args * len(value)
-        for item_tp, item in zip(args, value, strict=False):
-            if found := _not_a_number(item_tp, item):
-                return found
+            each = _checker(args[0]) if args else None
+            return None if each is None else _each(each)
+        items = [_checker(a) for a in args]
+        return _items(items) if any(items) else None
+    if origin in (Union, types.UnionType):
+        members = get_args(tp)
+        seqs = [a for a in members if get_origin(_bare(a)) in (list, tuple)]
+        seq = _checker(seqs[0]) if len(seqs) == 1 else None
+        scalar = _scalar([a for a in members if a not in seqs])
+        if seq is None and scalar is None:
+            return None
+
+        def either(v: Any) -> str | None:
+            check = seq if isinstance(v, list | tuple) else scalar
+            return check(v) if check is not None else None
+
+        return either
+    return _scalar([tp])
+
+
+def _bare(tp: Any) -> Any:
+    return _bare(get_args(tp)[0]) if get_origin(tp) is Annotated else tp
+
+
+def _each(check: Check) -> Check:
+    def run(v: Any) -> str | None:
+        if isinstance(v, list | tuple):
+            for x in v:
+                if found := check(x):
+                    return found
         return None
-    kinds = _kinds(tp)
+
+    return run
+
+
+def _items(checks: list[Check | None]) -> Check:
+    def run(v: Any) -> str | None:
+        if isinstance(v, list | tuple):
+            for check, x in zip(checks, v, strict=False):
+                if check is not None and (found := check(x)):
+                    return found
+        return None
+
+    return run
+
+
+def _scalar(members: list[Any]) -> Check | None:
+    """The check of a value of one of `members` (types, Annotated types, Literals), where one
+    of them is a number; a Literal's words ("auto") are the only strings it then takes."""
+    kinds: set[Any] = set()
+    words: set[str] = set()
+    for m in map(_bare, members):
+        if get_origin(m) is Literal:
+            words |= {v for v in get_args(m) if isinstance(v, str)}
+            kinds |= {type(v) for v in get_args(m) if not isinstance(v, str)}
+        else:
+            kinds.add(m if m in (int, float, bool, str, type(None)) else object)
     if object in kinds or not kinds & {int, float}:
         return None
-    if isinstance(value, bool) and bool not in kinds:
-        return "expected a number, not true/false"
-    if isinstance(value, str) and str not in kinds:
-        return "expected a number, not a string (remove the quotes)"
-    return None
+    takes_bool, takes_str = bool in kinds, str in kinds
+    also = f" or one of {', '.join(map(repr, sorted(words)))}" if words else ""
+
+    def check(v: Any) -> str | None:
+        if isinstance(v, bool) and not takes_bool:
+            return f"expected a number{also}, not true/false"
+        if isinstance(v, str) and not takes_str and v not in words:
+            quotes = "" if words else " (remove the quotes)"
+            return f"expected a number{also}, not a string{quotes}"
+        return None
+
+    return check
 
 
 Coord = Annotated[float, Field(ge=-MAX_COORD_M, le=MAX_COORD_M)]

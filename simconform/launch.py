@@ -31,7 +31,7 @@ def main() -> None:
             start_fork_server(preload)
         from simconform.cli import main as cli_main
     except KeyboardInterrupt:  # Ctrl-C while the modules load: nothing was written yet
-        print("simconform: interrupted", file=sys.stderr)
+        print("simconform: interrupted (Ctrl-C)", file=sys.stderr)  # as cli.INTERRUPTED
         sys.exit(130)
     cli_main()
 

@@ -185,6 +185,7 @@ def update(out: Path, kind: str = "run"):
         check_target(out, kind, False)
     created = _make_locked(out, "DIR")  # verify/localize take DIR, not --out
     try:
+        _sweep_building(out)  # a killed verify's staged report (under the lock: none is live)
         c = Claim(out, kind, created)
         c._foreign = set(foreign_paths(out, kind))
         if not (out / BOOK / OUTPUTS).exists():

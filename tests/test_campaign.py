@@ -268,6 +268,7 @@ BAD = [
     ({"variants": {"v": {"sensors.lidar.rings.fov_deg.5": 1}}}, "variants.v.", "index"),
     ({"duration": 1e6}, "duration", "spans only"),
     ({"duration": -1}, "duration", "greater than"),
+    ({"duration": "10"}, "duration", "expected a number or one of 'auto', not a string"),
     ({"confidence": 0.2}, "confidence", "greater than or equal"),
     ({"interpolation": "cubic"}, "interpolation", "'spline' or 'linear'"),
     ({"worlds": [{"world": "missing.yaml", "trajectory": "t.tum"}]}, "worlds.0.world", "exist"),

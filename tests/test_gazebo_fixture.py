@@ -177,11 +177,15 @@ def test_reference_emulating_gazebo_matches_the_real_engine(tmp_path: Path) -> N
 
 
 def test_emulate_is_refused_for_other_backends(tmp_path: Path) -> None:
-    for args in (("--backend", "mujoco", "--emulate", "gazebo"), ("--emulate", "unity")):
+    for args, line in (
+        (
+            ("--backend", "mujoco", "--emulate", "gazebo"),
+            "--backend: got 'mujoco'; expected reference with --emulate gazebo (it renders as "
+            "that engine does; --backend mujoco is the engine itself)",
+        ),
+        (("--emulate", "unity"), "--emulate: got 'unity'; expected gazebo"),
+    ):
         r = cli("run", *args, "--out", str(tmp_path / "never"))
         assert r.returncode == 2, r.stderr
-        assert r.stderr.strip().splitlines() == [
-            f"simconform: error: --emulate: got '{args[-1]}'; expected gazebo, with --backend "
-            "reference only"
-        ]
+        assert r.stderr.strip().splitlines() == [f"simconform: error: {line}"]
         assert not (tmp_path / "never").exists()

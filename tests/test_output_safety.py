@@ -377,8 +377,10 @@ def test_ctrl_c_in_verify_says_so_and_keeps_the_old_report(short_run: Path, tmp_
         text=True,
     )
     assert proc.stderr is not None
-    first = proc.stderr.readline()  # a progress line: reading has begun (or just ended)
-    assert first.startswith("simconform: verifying"), first
+    line = ""
+    while "100 %" not in line:  # reading is done: the figures are being drawn now
+        line = proc.stderr.readline()
+        assert line.startswith("simconform: verifying"), line
     proc.send_signal(signal.SIGINT)
     rest = proc.stderr.read()
     assert proc.wait(timeout=60) == 130, rest

@@ -13,6 +13,7 @@ import yaml
 
 from conftest import DEMO_TRAJECTORY, cli, demo_spec, demo_world, write_yaml
 from simconform.cli import main
+from simconform.errors import dump_yaml, load_yaml
 from simconform.spec import load_spec
 
 
@@ -293,4 +294,9 @@ def test_exponent_floats_are_numbers(tmp_path: Path) -> None:
     data = mutate(demo_spec(), "sensors.lidar.noise.range.sigma", 0.0)
     text = yaml.safe_dump(data).replace("sigma: 0.0", "sigma: 1e-3", 1)
     (tmp_path / "spec.yaml").write_text(text)
+    assert load_yaml(tmp_path / "spec.yaml")["sensors"]["lidar"]["noise"]["range"]["sigma"] == 0.001
     assert load_spec(tmp_path / "spec.yaml").sensors["lidar"].noise.range.sigma == 0.001
+    # and what simconform writes (campaign variants, import-sdf) reads back the same
+    data = {"name": "1e3", "sigma": 2e5, "odd": "._e3"}
+    (tmp_path / "written.yaml").write_text(dump_yaml(data))
+    assert load_yaml(tmp_path / "written.yaml") == data

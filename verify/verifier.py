@@ -106,6 +106,10 @@ def _verify(
     manifest = load_manifest(run_dir)
     if write and run_state(manifest) == "recording":
         _not_being_written(run_dir)
+    if write:  # refused before the bag is read, and again under the lock
+        from simconform.verify.report_render import check_report_dir
+
+        check_report_dir(run_dir / "report")
     try:
         spec = Spec.model_validate(manifest["spec_content"])
         origin = Origin.model_validate(manifest["world_content"]["origin"])
@@ -186,12 +190,13 @@ def _verify(
 
         with update(run_dir, "run") as out:  # a run still being recorded holds the lock
             check_report_dir(run_dir / "report")
-            out.declare("report/")
-            staged = out.building()  # in DIR/.simconform/: swept if this process is killed
+            staged = out.building()  # in DIR/.simconform/: swept by the next claim if killed
             try:
                 samples = {n: a.samples for n, a in accs.items()}
                 fork = False if jobs == 0 else None  # --jobs 0: no process beside this one
                 write_reports(staged, report, samples, fork)
+                # the files, not report/: a user's own files there never become ours
+                out.declare(*(f"report/{p.name}" for p in sorted(staged.iterdir())))
                 install(staged, run_dir / "report")
             except OSError as exc:
                 raise io_error(run_dir, exc, " (the report)") or exc from None
@@ -219,8 +224,13 @@ def _localization(run_dir: Path, report: dict) -> None:
         return
     keys = ("odometry", "topic", "ape_rmse_m", "rpe_trans_pct", "rpe_segment_m", "path_length_m")
     report["localization"] = {k: loc.get(k) for k in (*keys, "drift_pct", "verdict")}
-    if str(loc.get("verdict")).lower() == "fail":  # upper case before 2026-12-07
+    verdict = _OLD_VERDICTS.get(loc.get("verdict"), loc.get("verdict"))  # files before 12-07
+    report["localization"]["verdict"] = verdict
+    if verdict == "fail":
         report["verdict"] = "fail"
+
+
+_OLD_VERDICTS = {"PASS": "pass", "FAIL": "fail", "NOT DECLARED": "not_applicable"}
 
 
 def _returns_per_sweep(accs: dict) -> dict[str, float]:

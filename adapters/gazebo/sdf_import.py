@@ -52,10 +52,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 from scipy.spatial.transform import Rotation
 
-from simconform.errors import UserError
+from simconform.errors import UserError, dump_yaml
 from simconform.world import load_world
 
 from .sdf import VEHICLE
@@ -498,7 +497,7 @@ def import_sdf(path: Path, out: Path, parser: str = "auto") -> tuple[dict, dict[
 def _yaml_text(data: dict, src: Path, skipped: list[str]) -> str:
     head = [f"# imported from {src} by `simconform import-sdf`"]
     head += [f"# skipped ({len(skipped)}):"] + [f"#   - {' '.join(s.split())}" for s in skipped]
-    return "\n".join(head) + "\n" + yaml.safe_dump(data, sort_keys=False, default_flow_style=None)
+    return "\n".join(head) + "\n" + dump_yaml(data, sort_keys=False, default_flow_style=None)
 
 
 def _imported(out: Path) -> bool:

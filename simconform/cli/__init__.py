@@ -87,12 +87,9 @@ INTERRUPTED = "simconform: interrupted (Ctrl-C)"
 def main() -> None:
     import signal
 
-    from simconform.adapters.base import BackendUnavailable, EngineError
-
-    if hasattr(signal, "SIGXFSZ"):  # a file size limit (ulimit -f): an error, not a dead process
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    # typer turns the KeyboardInterrupt of a Ctrl-C into exit code 130 and says nothing; a run's
-    # capture stops on its own handler (simconform/feed.py) and says so itself
+    # typer turns the KeyboardInterrupt of a Ctrl-C into exit code 130 and says nothing (older
+    # typer: click's Abort); a run's capture stops on its own handler (simconform/feed.py) and
+    # says so itself
     ctrl_c: list[int] = []
 
     def on_ctrl_c(signum: int, frame) -> None:
@@ -101,6 +98,14 @@ def main() -> None:
 
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, on_ctrl_c)
+    try:
+        from simconform.adapters.base import BackendUnavailable, EngineError
+    except KeyboardInterrupt:
+        print(INTERRUPTED, file=sys.stderr)
+        sys.exit(130)
+
+    if hasattr(signal, "SIGXFSZ"):  # a file size limit (ulimit -f): an error, not a dead process
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
     try:
         code = app(standalone_mode=False)  # click returns the Exit code in this mode
@@ -116,7 +121,7 @@ def main() -> None:
         where = f"{exc.filename}: " if exc.filename else ""
         print(
             f"simconform: error: {where}{exc.strerror or exc}; expected a file or folder this "
-            "user may read (check its permissions)",
+            "user may use (check its permissions)",
             file=sys.stderr,
         )
         sys.exit(2)
@@ -129,7 +134,7 @@ def main() -> None:
         code = 130
     except Exception as exc:  # usage errors of the click that typer bundles
         if type(exc).__name__ == "Abort":
-            print("simconform: aborted", file=sys.stderr)
+            print(INTERRUPTED if ctrl_c else "simconform: aborted", file=sys.stderr)
             sys.exit(130)
         if callable(getattr(exc, "show", None)) and isinstance(
             getattr(exc, "exit_code", None), int
