@@ -36,7 +36,7 @@ LEGACY = {
     ),
     "localize": ("localization.json", "localization.md", "*.png"),
     "export": ("export.json",),
-    "sdf": (),
+    "sdf": (),  # an older export-sdf folder looks like a user's SDF files: never taken as ours
 }  # fmt: skip
 NOUN = {
     "run": "run",
@@ -88,6 +88,12 @@ def check_target(out: Path, kind: str, force: bool) -> str:
                 "choose another --out"
                 if kind == "campaign"
                 else "refusing to delete it even with --force (choose another --out)"
+            )
+            + (
+                " (an export-sdf folder from before 2026-12-07 has no .simconform/outputs.json "
+                "to tell it from a user's files: delete it yourself if it is one)"
+                if kind == "sdf" and _old_sdf_export(out)
+                else ""
             ),
         )
     if found != kind:
@@ -130,6 +136,19 @@ def _kind_of(out: Path) -> str | None:
             if (out / marker).is_file() and not (out / marker).is_symlink():
                 return kind
     return None
+
+
+def _old_sdf_export(out: Path) -> bool:
+    """A folder laid out as export-sdf wrote before outputs.json (<world>.sdf, meshes/,
+    bridge.yaml, nothing else): named in the refusal, never deleted, since a user's own SDF
+    folder looks the same."""
+    entries = [p for p in out.iterdir() if p.name != BOOK]
+    sdf = [p for p in entries if p.suffix == ".sdf" and p.is_file() and not p.is_symlink()]
+    rest = [p for p in entries if p not in sdf]
+    known = {"meshes": Path.is_dir, "bridge.yaml": Path.is_file}
+    return bool(sdf) and all(
+        p.name in known and known[p.name](p) and not p.is_symlink() for p in rest
+    )
 
 
 def foreign_paths(out: Path, kind: str) -> list[str]:

@@ -322,6 +322,11 @@ def test_export_sdf_keeps_the_users_files_and_its_own_stale_ones_go(tmp_path: Pa
     assert cli("export-sdf", "--out", str(out), "--force").returncode == 0
     assert not (out / "bridge.yaml").exists()  # the earlier export's, not this one's
     assert (out / "demo.sdf").is_file() and list((out / "meshes").glob("*.obj"))
+    # a folder written before export-sdf kept outputs.json looks like a user's: refused, named
+    shutil.rmtree(out / BOOK)
+    res = cli("export-sdf", "--out", str(out), "--force")
+    assert res.returncode == 2 and "from before 2026-12-07" in one_error_line(res.stderr)
+    assert (out / "demo.sdf").is_file()
 
     (tmp_path / "file.txt").write_text("x")
     res = cli("export-sdf", "--out", str(tmp_path / "file.txt" / "sub"))

@@ -119,7 +119,7 @@ def console_rows(report: dict) -> list[dict]:
 def _seeds(a: dict, b: dict) -> str:
     """The seed line; a replayed bag has none of ours."""
     if a["seed"] == b["seed"]:
-        return f"seed {a['seed']}"
+        return "no seed (replayed bags)" if a["seed"] is None else f"seed {a['seed']}"
     name = {None: "none (a replayed bag)"}
     return f"seed {name.get(a['seed'], a['seed'])} (A), {name.get(b['seed'], b['seed'])} (B)"
 

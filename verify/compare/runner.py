@@ -53,11 +53,12 @@ def compare_runs(cfg: CompareConfig) -> Comparison:
         )
     else:
         other = ma if side == 1 else mb
+        both = ma.get("backend") == mb.get("backend") == "replay"
         notes.append(
-            f"Run {'AB'[side]} is a replayed bag: its published errors are what its source "
-            "recorded, not draws of this seed, so the published comparison sets two independent "
-            "noise streams side by side, and its truth is the replay's (recorded or recomputed "
-            "from its pose stream)."
+            ("Both runs are replayed bags" if both else f"Run {'AB'[side]} is a replayed bag")
+            + ": published errors are what a source recorded, not draws of one seed, so the "
+            "published comparison sets independent noise streams side by side, and a replay's "
+            "truth is its own (recorded or recomputed from its pose stream)."
         )
         left = sorted(set(other["spec_content"]["sensors"]) - set(spec.sensors))
         if left:
