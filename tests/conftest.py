@@ -35,6 +35,15 @@ def cli(
     )
 
 
+def default_sigint() -> None:
+    """preexec_fn of a child that must take Ctrl-C as in a terminal (Python then installs its
+    handler), whatever the test runner inherited: a shell's background job (CI's) ignores
+    SIGINT, and an ignored signal stays ignored across exec."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def bag_digest(run_dir: Path) -> str:
     """SHA-256 over a run's bag files (names and bytes): byte-identical bags, same digest."""
     import hashlib
@@ -77,6 +86,7 @@ __all__ = [
     "REPO",
     "bag_digest",
     "cli",
+    "default_sigint",
     "demo_spec",
     "demo_world",
     "write_yaml",

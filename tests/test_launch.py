@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import default_sigint
 from simconform import launch, lifeline
 from simconform.registry import BACKENDS
 
@@ -104,5 +105,11 @@ def test_the_fork_server_starts_with_ctrl_c_ignored() -> None:
         "print(bool(ign >> (signal.SIGINT - 1) & 1))\n"
         "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        preexec_fn=default_sigint,  # a background job (CI's) starts with SIGINT ignored
+    )
     assert out.stdout.split() == ["True", "True"], out.stderr

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_launch import default_sigint
 
 from conftest import DEMO_TRAJECTORY, DEMO_WORLD, REPO, cli, demo_spec, write_yaml
 from simconform.adapters.base import EngineError
@@ -380,6 +381,7 @@ def test_ctrl_c_in_verify_says_so_and_keeps_the_old_report(short_run: Path, tmp_
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_sigint,
     )
     assert proc.stderr is not None
     line = ""
