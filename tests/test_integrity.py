@@ -540,9 +540,20 @@ def test_a_killed_run_is_verified_up_to_its_last_complete_chunk(
     assert f"interrupted at t = {end_s:.9g} s: the run was killed" in res.stderr
     report = report_of(out)
     assert report["run"]["state"] == "recording" and report["run"]["complete"] is False
-    assert report["run"]["integrity"]["scope"] == "recorded part only"
     assert report["run"]["duration_s"] == pytest.approx(end_s)
     assert report["run"]["planned_duration_s"] == 3.0
+    # The kill can land inside a large chunk's write, after its header (with its CRC) reached
+    # the file: that cut chunk cannot be checked and is reported as damage (salvage/mcap.py),
+    # so only the intact part is judged. Seen once under CI load; otherwise the recorded part.
+    crc_cut = any(
+        s < len(killed) < e and len(killed) >= s + 37 and killed[s + 33 : s + 37] != bytes(4)
+        for s, e, _m in intact.chunks
+    )
+    if crc_cut:
+        assert report["run"]["integrity"]["scope"] == "intact part only"
+        assert "cut off by the end of the file" in res.stderr, res.stderr
+        return
+    assert report["run"]["integrity"]["scope"] == "recorded part only"
     truth = sum(m[0] == "/truth/lidar/points" for m in want)
     lidar = report["sensors"]["lidar"]
     assert lidar["captures"] + lidar.get("excluded", 0) == truth > 0
