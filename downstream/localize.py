@@ -72,6 +72,14 @@ def localize(cfg: LocalizeConfig) -> dict:
     s = spec.sensors[name]
     assert isinstance(s, LidarSpec)
     found = check_integrity(run_dir, manifest)
+    if cfg.write:  # refused before the odometry runs (minutes), and again under the lock
+        from simconform.downstream.write import IN_RUN
+        from simconform.outdir import check_into, check_target
+
+        if cfg.out is None:
+            check_into(run_dir, IN_RUN)
+        else:
+            check_target(Path(cfg.out), "localize", cfg.force)
     try:
         truth = TruePoses(run_dir / "gt" / f"{spec.base_frame}.tum", Pose.from_xyz_rpy(*_mount(s)))
         odo = _odometry(cfg, s)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -10,11 +11,9 @@ import numpy as np
 from simconform.downstream.evaluate import Evaluation
 from simconform.downstream.runcheck import partial
 from simconform.frames import Pose
-from simconform.outdir import claim, io_error, update
+from simconform.outdir import check_into, claim, io_error, update
 from simconform.verify.plots import _plt, save_png
 from simconform.verify.report import SYMBOL
-
-FILES = ("localization.json", "localization.md", "trajectory.png", "ape_over_time.png")
 
 
 def dumps(report: dict) -> str:
@@ -107,22 +106,31 @@ def write_localization(
     out: Path | None, run_dir: Path, force: bool, report: dict, ev: Evaluation, est, truth, t_ns
 ) -> Path:
     """Into `out` (a folder of its own, claimed), or with None into RUN/localization/, declared
-    among the run's outputs (so `run --force` and campaigns replace it like the report)."""
+    among the run's outputs (so `run --force` and campaigns replace it like the report).
+
+    Drawn in DIR/.simconform/ and renamed into place, localization.json last, as verify's
+    report is: an interrupted localize leaves the earlier result whole, and a symbolic link
+    where a file goes is refused rather than written through."""
     if out is None:
         with update(run_dir, "run") as owned:
-            owned.declare(IN_RUN + "/")
-            return _write(run_dir / IN_RUN, report, ev, est, truth, t_ns)
-    with claim(out, "localize", force) as owned:
-        owned.declare(*FILES)
-        return _write(out, report, ev, est, truth, t_ns)
+            return _write(owned, run_dir, IN_RUN, report, ev, est, truth, t_ns)
+    with claim(out, "localize", force, clear=False) as owned:  # the old result stays till then
+        return _write(owned, out, "", report, ev, est, truth, t_ns)
 
 
-def _write(out: Path, report: dict, ev: Evaluation, est: Pose, truth: Pose, t_ns) -> Path:
+def _write(owned, folder: Path, into: str, report: dict, ev, est: Pose, truth: Pose, t_ns):
+    check_into(folder, into)
+    tmp = owned.building()
     try:
-        out.mkdir(exist_ok=True)
-        (out / "localization.json").write_text(dumps(report))
-        (out / "localization.md").write_text(markdown(report))
-        plots(out, ev, est, truth, t_ns)
+        (tmp / "localization.json").write_text(dumps(report))
+        (tmp / "localization.md").write_text(markdown(report))
+        plots(tmp, ev, est, truth, t_ns)
+        if not into:
+            owned.clear()  # --force: what an earlier localize wrote there
+        owned.adopt(tmp, last="localization.json", into=into)
+        owned.seal()
     except OSError as exc:
-        raise io_error(out, exc) or exc from None
-    return out
+        raise io_error(folder, exc, option=owned.option) or exc from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder / into if into else folder

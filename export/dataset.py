@@ -50,7 +50,7 @@ def export(cfg: ExportConfig) -> dict:
     started = time.perf_counter()
     fresh = not (out.exists() or out.is_symlink())
     unreadable = None
-    with claim(out, "export", cfg.force) as owned:
+    with claim(out, "export", cfg.force, clear=False) as owned:  # the old export stays till then
         tmp = owned.building()
         try:
             body = writer(src, tmp, cfg.deskew)
@@ -66,6 +66,7 @@ def export(cfg: ExportConfig) -> dict:
                 "seconds": round(time.perf_counter() - started, 3),
             }
             (tmp / "export.json").write_text(json.dumps(report, indent=2) + "\n")
+            owned.clear()  # --force: an earlier export's files, once the new one is built
             owned.adopt(tmp, last="export.json")
             owned.seal()
         except OSError as exc:

@@ -36,7 +36,16 @@ from simconform.errors import UserError
 from simconform.outlock import BOOK, LOCK, lock, session, unlock
 from simconform.ownership import OUTPUTS, check_target, covers, foreign_paths, owned_paths
 
-__all__ = ["BOOK", "check_target", "claim", "io_error", "remove_owned", "session", "update"]
+__all__ = [
+    "BOOK",
+    "check_into",
+    "check_target",
+    "claim",
+    "io_error",
+    "remove_owned",
+    "session",
+    "update",
+]
 
 # ------------------------------------------------------------------ claiming a folder
 
@@ -44,8 +53,8 @@ __all__ = ["BOOK", "check_target", "claim", "io_error", "remove_owned", "session
 class Claim:
     """A locked output folder: declare paths before writing them, seal when done."""
 
-    def __init__(self, out: Path, kind: str, created: list[Path]) -> None:
-        self.out, self.kind, self._created = out, kind, created
+    def __init__(self, out: Path, kind: str, created: list[Path], option: str = "--out") -> None:
+        self.out, self.kind, self._created, self.option = out, kind, created, option
         self.paths: list[str] = sorted(owned_paths(out, kind))
         self._fresh: set[str] = set()  # folders declared by this writer
         self._foreign: set[str] = set()  # what was not ours when an update() began
@@ -92,19 +101,34 @@ class Claim:
         tmp.mkdir()
         return tmp
 
-    def adopt(self, tmp: Path, last: str | None = None) -> None:
-        """Move everything in `tmp` into DIR (`last` at the end, so that the folder looks
-        finished only once it is), replacing our own files of the same name."""
+    def adopt(self, tmp: Path, last: str | None = None, into: str = "") -> None:
+        """Move everything in `tmp` into DIR, or its subfolder `into` (`last` at the end, so
+        that the folder looks finished only once it is), replacing our own files of the same
+        name by renames: an interrupted writer leaves the old outputs whole, not half replaced.
+
+        A symbolic link where a file goes is refused, never written through."""
         names = sorted(p.name for p in tmp.iterdir())
         if last in names:
             names.remove(last)
             names.append(last)
-        self.declare(*[n + "/" if (tmp / n).is_dir() else n for n in names])
+        dest = self.out / into if into else self.out
+        check_into(self.out, into, self.option)
+        links = [n for n in names if (dest / n).is_symlink()]
+        if links:
+            raise UserError(
+                None,
+                self.option,
+                str(self.out),
+                f"{(Path(into) / links[0]).as_posix()} is a symbolic link; simconform writes "
+                "only into its own files: move it away",
+            )
+        prefix = into + "/" if into else ""
+        self.declare(*[prefix + n + ("/" if (tmp / n).is_dir() else "") for n in names])
+        dest.mkdir(exist_ok=True)
         for name in names:
-            dest = self.out / name
-            if dest.is_dir() and not dest.is_symlink():
-                shutil.rmtree(dest)
-            os.replace(tmp / name, dest)
+            if (dest / name).is_dir():
+                shutil.rmtree(dest / name)
+            os.replace(tmp / name, dest / name)
         tmp.rmdir()
 
     def clear(self) -> None:
@@ -133,6 +157,17 @@ class Claim:
             self.out / BOOK / OUTPUTS,
             {"kind": self.kind, "paths": self.paths},
             fsync=False,
+        )
+
+
+def check_into(out: Path, into: str, option: str = "DIR") -> None:
+    """Refuse a subfolder `into` of DIR (report/, localization/) that is a symbolic link or a
+    file: what goes in it would be written through the link, outside DIR, or fail half way."""
+    sub = out / into
+    if into and (sub.is_symlink() or (sub.exists() and not sub.is_dir())):
+        what = f"a symbolic link (to {os.readlink(sub)})" if sub.is_symlink() else "a file"
+        raise UserError(
+            None, option, str(out), f"holds {into} as {what}, not a folder; move it away"
         )
 
 
@@ -186,7 +221,7 @@ def update(out: Path, kind: str = "run"):
     created = _make_locked(out, "DIR")  # verify/localize take DIR, not --out
     try:
         _sweep_building(out)  # a killed verify's staged report (under the lock: none is live)
-        c = Claim(out, kind, created)
+        c = Claim(out, kind, created, "DIR")
         c._foreign = set(foreign_paths(out, kind))
         if not (out / BOOK / OUTPUTS).exists():
             c._save()

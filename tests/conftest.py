@@ -214,3 +214,10 @@ def gz_message_classes() -> dict:
 @pytest.fixture(scope="session")
 def msgs() -> dict:
     return gz_message_classes()
+
+
+def one_error_line(stderr: str) -> str:
+    assert "Traceback" not in stderr, stderr
+    lines = [ln for ln in stderr.splitlines() if ln.startswith("simconform: error:")]
+    assert len(lines) == 1, stderr
+    return lines[0]

@@ -118,6 +118,36 @@ def test_rerun_compares_exactly_equal_and_passes(runs, tmp_path) -> None:
         compare(CompareConfig(runs["a"], runs["a2"], out=out))
 
 
+def test_an_interrupted_compare_force_keeps_the_old_comparison(runs, tmp_path, monkeypatch) -> None:
+    """`compare --force` deleted the old comparison before drawing the new one, so a Ctrl-C
+    while it drew left half of each; the new one is now drawn in DIR/.simconform/ first."""
+    from simconform.verify.compare import writer
+
+    out = tmp_path / "cmp"
+    compare(CompareConfig(runs["a"], runs["a2"], out=out))
+    old = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    assert "compare.json" in old and "equivalence.png" in old
+
+    def drawn_then_interrupted(folder: Path, res):
+        (folder / "equivalence.png").write_bytes(b"half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(writer, "write_plots", drawn_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        compare(CompareConfig(runs["a"], runs["a2"], out=out, force=True))
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == old
+    assert not list((out / ".simconform").glob("building-*"))
+    monkeypatch.undo()
+    (out / "lidar_stale.png").write_bytes(b"x")  # a user's file: --force is refused over it
+    with pytest.raises(UserError, match=r"lidar_stale\.png"):
+        compare(CompareConfig(runs["a"], runs["a2"], out=out, force=True))
+    (out / "lidar_stale.png").unlink()
+    compare(CompareConfig(runs["a"], runs["a2"], out=out, force=True))
+    assert json.loads((out / "compare.json").read_text())["verdict"] == "pass"
+    owned = json.loads((out / ".simconform" / "outputs.json").read_text())["paths"]
+    assert sorted(owned) == sorted(p.name for p in out.iterdir() if p.is_file())
+
+
 def test_run_compared_with_itself_is_allowed(runs) -> None:
     cfg = CompareConfig(runs["a"], runs["a"], objects=False, bootstrap=200)
     report = compare(cfg, write=False)

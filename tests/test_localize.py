@@ -5,13 +5,14 @@ on a plane: KISS-ICP loses track there even on exact truth clouds)."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
-from conftest import cli, write_yaml
+from conftest import cli, one_error_line, write_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -234,3 +235,30 @@ def test_localize_into_the_run_adds_a_section_to_its_report(street_run: Path) ->
         again.returncode in (0, 1)
         and "## Localization" in (street_run / "report" / "report.md").read_text()
     )
+
+
+def test_localize_writes_only_into_its_own_files(street_run: Path, tmp_path: Path) -> None:
+    """RUN/localization/ was written in place and through a symbolic link there; it is now
+    drawn in RUN/.simconform/ and each file renamed in, and a link is refused."""
+    run = tmp_path / "run"
+    shutil.copytree(street_run, run, ignore=shutil.ignore_patterns("localization"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (run / "localization").symlink_to(elsewhere)
+    res = cli("localize", str(run))
+    assert res.returncode == 2 and "localization as a symbolic link" in one_error_line(res.stderr)
+    assert list(elsewhere.iterdir()) == []
+    (run / "localization").unlink()
+    assert cli("localize", str(run)).returncode == 0
+    before = (run / "localization" / "localization.json").read_bytes()
+    mine = tmp_path / "precious.md"
+    mine.write_text("the user's")
+    (run / "localization" / "localization.md").unlink()
+    (run / "localization" / "localization.md").symlink_to(mine)
+    res = cli("localize", str(run))
+    assert res.returncode == 2 and "localization/localization.md is a symbolic link" in (
+        one_error_line(res.stderr)
+    )
+    assert mine.read_text() == "the user's"
+    assert (run / "localization" / "localization.json").read_bytes() == before
+    assert not list((run / ".simconform").glob("building-*"))

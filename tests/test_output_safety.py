@@ -24,7 +24,15 @@ import pytest
 import yaml
 from test_launch import default_sigint
 
-from conftest import DEMO_TRAJECTORY, DEMO_WORLD, REPO, cli, demo_spec, write_yaml
+from conftest import (
+    DEMO_TRAJECTORY,
+    DEMO_WORLD,
+    REPO,
+    cli,
+    demo_spec,
+    one_error_line,
+    write_yaml,
+)
 from simconform.adapters.base import EngineError
 from simconform.adapters.reference import ReferenceBackend
 from simconform.budget import estimate
@@ -107,13 +115,6 @@ def descendants(pid: int) -> set[int]:
         frontier = {c for c, pp in parent.items() if pp in frontier and c not in out}
         out |= frontier
     return {p for p in out if alive(p)}
-
-
-def one_error_line(stderr: str) -> str:
-    assert "Traceback" not in stderr, stderr
-    lines = [ln for ln in stderr.splitlines() if ln.startswith("simconform: error:")]
-    assert len(lines) == 1, stderr
-    return lines[0]
 
 
 def listing(d: Path) -> dict[str, int]:

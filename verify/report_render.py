@@ -10,11 +10,9 @@ from __future__ import annotations
 import base64
 import html
 import json
-import os
 import re
 from pathlib import Path
 
-from simconform.errors import UserError
 from simconform.verify.report import SYMBOL, junit
 from simconform.verify.report_sections import VERDICT_COLUMN, Section, sections, title
 
@@ -180,37 +178,3 @@ def write_reports(out: Path, report: dict, samples: dict, fork: bool | None = No
     for name, text in files.items():
         (out / name).write_text(text)
     return [out / n for n in files] + plots
-
-
-def check_report_dir(out: Path) -> None:
-    """Refuse a report/ that is a symbolic link or a file: its files would be written through
-    the link, outside the run, or fail half way with a traceback."""
-    if out.is_symlink() or (out.exists() and not out.is_dir()):
-        what = f"a symbolic link (to {os.readlink(out)})" if out.is_symlink() else "a file"
-        raise UserError(
-            None, "DIR", str(out.parent), f"holds report as {what}, not a folder; move it away"
-        )
-
-
-def install(staged: Path, out: Path) -> list[Path]:
-    """Move the report files drawn in `staged` into `out` (DIR/report/), report.json last.
-
-    Each replaces the file of the same name by a rename, so an interrupted verification leaves
-    the old report whole rather than half replaced (renames take microseconds, drawing takes
-    seconds), and a symbolic link there is refused rather than written through; the user's
-    other files in report/ stay."""
-    check_report_dir(out)
-    names = sorted((p.name for p in staged.iterdir()), key=lambda n: (n == "report.json", n))
-    links = [n for n in names if (out / n).is_symlink()]
-    if links:
-        raise UserError(
-            None,
-            "DIR",
-            str(out.parent),
-            f"report/{links[0]} is a symbolic link; simconform writes its report only into its "
-            "own files: move it away",
-        )
-    out.mkdir(exist_ok=True)
-    for name in names:
-        os.replace(staged / name, out / name)
-    return [out / n for n in names]

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from threadpoolctl import threadpool_limits
 
 from simconform.errors import UserError, from_validation
+from simconform.outdir import check_into
 from simconform.spec import Spec
 from simconform.verify import stats
 from simconform.verify.accumulator import metric, not_applicable
@@ -106,10 +107,8 @@ def _verify(
     manifest = load_manifest(run_dir)
     if write and run_state(manifest) == "recording":
         _not_being_written(run_dir)
-    if write:  # refused before the bag is read, and again under the lock
-        from simconform.verify.report_render import check_report_dir
-
-        check_report_dir(run_dir / "report")
+    if write:  # refused before the bag is read, and again under the lock (Claim.adopt)
+        check_into(run_dir, "report")
     try:
         spec = Spec.model_validate(manifest["spec_content"])
         origin = Origin.model_validate(manifest["world_content"]["origin"])
@@ -186,18 +185,16 @@ def _verify(
     complete_report(report, manifest, time.monotonic() - t0)
     if write:
         from simconform.outdir import io_error, update
-        from simconform.verify.report_render import check_report_dir, install, write_reports
+        from simconform.verify.report_render import write_reports
 
         with update(run_dir, "run") as out:  # a run still being recorded holds the lock
-            check_report_dir(run_dir / "report")
             staged = out.building()  # in DIR/.simconform/: swept by the next claim if killed
             try:
                 samples = {n: a.samples for n, a in accs.items()}
                 fork = False if jobs == 0 else None  # --jobs 0: no process beside this one
                 write_reports(staged, report, samples, fork)
-                # the files, not report/: a user's own files there never become ours
-                out.declare(*(f"report/{p.name}" for p in sorted(staged.iterdir())))
-                install(staged, run_dir / "report")
+                # declared file by file: a user's own files in report/ never become ours
+                out.adopt(staged, last="report.json", into="report")
             except OSError as exc:
                 raise io_error(run_dir, exc, " (the report)") or exc from None
             finally:

@@ -38,12 +38,13 @@ def export_sdf_command(
 
     w = load_world(world or DEMO_WORLD)
     s = load_spec(spec or DEMO_SPEC)
-    with claim(out, "sdf", force) as owned:
+    with claim(out, "sdf", force, clear=False) as owned:  # the old export stays till then
         tmp = owned.building()
         try:
             name = write_sdf(w, s, tmp).name
             if bridge:
                 (tmp / "bridge.yaml").write_text(bridge_yaml(s))
+            owned.clear()  # --force: an earlier export's files (a bridge.yaml not made now)
             owned.adopt(tmp, last=name)
             owned.seal()
         except OSError as exc:

@@ -148,20 +148,6 @@ def equivalence_plot(path: Path, report: dict) -> Path | None:
     )
 
 
-def plot_names(res: Comparison) -> list[str]:
-    """Every file write_plots may write (some are skipped when there is nothing to show)."""
-    names = []
-    for sensor, diff in res.truth_diffs.items():
-        if isinstance(diff, LidarTruthDiff):
-            names.append(f"{sensor}_disagreement.png")
-            if getattr(diff, "explainer", None) is not None:
-                names.append(f"{sensor}_explained.png")
-        elif isinstance(diff, CameraTruthDiff):
-            names.append(f"{sensor}_worst_frame.png")
-    names += [f"{sensor}_published.png" for sensor in res.samples]
-    return [*names, "equivalence.png"]
-
-
 def write_plots(out: Path, res: Comparison) -> list[Path]:
     paths: list[Path | None] = []
     for sensor, diff in res.truth_diffs.items():

@@ -4,13 +4,14 @@ junit.xml (report.py) and the plots (plots.py)."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from simconform.outdir import claim, io_error
 from simconform.progress import step
 from simconform.verify.compare.config import CompareConfig
 from simconform.verify.compare.identity import check_out
-from simconform.verify.compare.plots import plot_names, write_plots
+from simconform.verify.compare.plots import write_plots
 from simconform.verify.compare.report import junit, markdown
 from simconform.verify.compare.runner import Comparison, compare_runs
 
@@ -35,11 +36,18 @@ def compare(cfg: CompareConfig, write: bool = True) -> dict:
     if write and cfg.out is not None:
         out = Path(cfg.out)
         check_out(out, cfg.force, (Path(cfg.run_a), Path(cfg.run_b)))
-        with claim(out, "compare", cfg.force) as owned:  # locked; our old files removed
-            owned.declare("compare.json", "compare.md", "junit.xml", *plot_names(res))
+        # locked; with --force the old comparison stays whole until the new one is drawn (in
+        # DIR/.simconform/), then our old files go and the new ones are renamed in
+        with claim(out, "compare", cfg.force, clear=False) as owned:
+            tmp = owned.building()
             try:
                 step("compare: writing the report and its plots", cfg.progress)
-                write_compare(out, res)
+                write_compare(tmp, res)
+                owned.clear()
+                owned.adopt(tmp, last="compare.json")
+                owned.seal()
             except OSError as exc:
                 raise io_error(out, exc) or exc from None
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
     return res.report
