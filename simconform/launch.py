@@ -19,7 +19,13 @@ import json
 import sys
 from pathlib import Path
 
-from simconform.lifeline import VERIFY_PRELOAD, capture_preload, start_fork_server, usable_cpus
+from simconform.lifeline import (
+    INTERRUPTED,
+    VERIFY_PRELOAD,
+    capture_preload,
+    start_fork_server,
+    usable_cpus,
+)
 
 _NEVER = {"--help", "-h", "--dry-run"}
 
@@ -31,7 +37,7 @@ def main() -> None:
             start_fork_server(preload)
         from simconform.cli import main as cli_main
     except KeyboardInterrupt:  # Ctrl-C while the modules load: nothing was written yet
-        print("simconform: interrupted (Ctrl-C)", file=sys.stderr)  # as cli.INTERRUPTED
+        print(INTERRUPTED, file=sys.stderr)
         sys.exit(130)
     cli_main()
 

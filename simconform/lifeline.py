@@ -21,6 +21,8 @@
   removes those whose process is gone, so none is left behind for long.
 - `pdeathsig_preexec`: for subprocess.Popen(preexec_fn=...): an engine's server started by a
   run dies with the run.
+- `INTERRUPTED`: the line a Ctrl-C ends with, here so that the launcher can print it before
+  the CLI's modules have loaded.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+
+INTERRUPTED = "simconform: interrupted (Ctrl-C)"
 
 PR_SET_PDEATHSIG = 1
 POLL_S = 0.5

@@ -39,6 +39,7 @@ from simconform.cli import (  # noqa: E402
 )
 from simconform.cli.common import Interrupted  # noqa: E402
 from simconform.errors import UserError  # noqa: E402
+from simconform.lifeline import INTERRUPTED  # noqa: E402
 
 app = typer.Typer(
     add_completion=False,
@@ -79,9 +80,6 @@ def _options(
     ] = False,
 ) -> None:
     """Verify simulated sensor models against their declared error models, on any simulator."""
-
-
-INTERRUPTED = "simconform: interrupted (Ctrl-C)"
 
 
 def main() -> None:
