@@ -352,7 +352,8 @@ def test_a_flipped_byte_anywhere_is_found_and_no_damaged_message_is_read(
 @example(share=1.0)
 def test_a_cut_file_gives_exactly_its_complete_chunks(intact: Intact, scratch: Path, share) -> None:
     """A file cut at any offset: the scan yields the messages of every chunk whose record is
-    complete before the cut and nothing of the cut one (its CRC cannot be checked)."""
+    complete before the cut and nothing of the cut one (its CRC cannot be checked, as a note:
+    a cut file is read as an interrupted one, not a damaged one)."""
     data = intact.data
     n = 9 + int(share * (intact.data_end - 9))  # from the header to DataEnd
     path = scratch / "cut.mcap"
@@ -364,6 +365,9 @@ def test_a_cut_file_gives_exactly_its_complete_chunks(intact: Intact, scratch: P
         return
     assert got == intact.messages(upto=n)
     assert src.stop_reason is not None and src.read_with == "salvage scan"
+    assert src.damaged == []  # where the file ends is not damage inside it
+    inside = any(s + 53 <= n < e for s, e, _m in intact.chunks)  # a whole zstd chunk header
+    assert any("cut off by the end of the file" in note for note in src.notes) == inside
 
 
 def lidar_chunk(intact: Intact, nth: int = 1) -> int:
@@ -543,16 +547,14 @@ def test_a_killed_run_is_verified_up_to_its_last_complete_chunk(
     assert report["run"]["duration_s"] == pytest.approx(end_s)
     assert report["run"]["planned_duration_s"] == 3.0
     # The kill can land inside a large chunk's write, after its header (with its CRC) reached
-    # the file: that cut chunk cannot be checked and is reported as damage (salvage/mcap.py),
-    # so only the intact part is judged. Seen once under CI load; otherwise the recorded part.
+    # the file (seen once under CI load): that cut chunk cannot be checked, so none of it is
+    # used, and it is said so; it is where the killed file ends, not damage, so the scope is
+    # the recorded part either way.
     crc_cut = any(
         s < len(killed) < e and len(killed) >= s + 37 and killed[s + 33 : s + 37] != bytes(4)
         for s, e, _m in intact.chunks
     )
-    if crc_cut:
-        assert report["run"]["integrity"]["scope"] == "intact part only"
-        assert "cut off by the end of the file" in res.stderr, res.stderr
-        return
+    assert ("cut off by the end of the file" in res.stderr) == crc_cut, res.stderr
     assert report["run"]["integrity"]["scope"] == "recorded part only"
     truth = sum(m[0] == "/truth/lidar/points" for m in want)
     lidar = report["sensors"]["lidar"]

@@ -19,7 +19,9 @@ This scan:
 - checks the DataEnd CRC (the data section) and the Footer CRC (the summary) where non-zero;
 - reads a chunk cut off by the end of the file up to its last complete record when the chunk
   has no CRC (the decompressible prefix); a cut chunk with a CRC cannot be checked and is
-  dropped, and reported.
+  dropped, with a note. Either is where the file ends, as a killed writer leaves it, not
+  damage inside it: the reading stops there (`stop_reason`), and a file that should be whole
+  is caught by its SHA-256 (verify/integrity.py).
 Schemas and channels come from the data section and, where the file has one, the summary
 section, so a damaged first chunk (where rosbags writes them) does not hide the topics.
 """
@@ -175,13 +177,10 @@ class McapScan(Salvage):
         n = self.chunks["total"]
         where = f"chunk {n} at byte {pos}"
         data = bytes(buf[data_at : min(data_at + csize, len(buf))])
-        if cut and crc:
-            self._damage(
-                where,
-                f"cut off by the end of the file after {len(data)} of its {csize} bytes; its "
-                "CRC cannot be checked, so none of its messages is used",
-                start_ns,
-                end_ns,
+        if cut and crc:  # where a killed writer stops: the file's end, not damage in it
+            self.notes.append(
+                f"{self._file}: {where} is cut off by the end of the file after {len(data)} of "
+                f"its {csize} bytes; its CRC cannot be checked, so none of its messages is used"
             )
             return None
         try:
