@@ -4,7 +4,9 @@ long run, and the habits scripts rely on (--json, --quiet, progress lines on a p
 from __future__ import annotations
 
 import ctypes.util
+import hashlib
 import importlib.metadata as md
+import importlib.util
 import json
 import re
 import shutil
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli
+from conftest import REPO, cli
 from simconform import __version__
 from simconform.registry import BACKENDS
 
@@ -126,3 +128,31 @@ def test_a_cold_numba_cache_is_told_before_the_first_run(short_run: Path, tmp_pa
     assert (short_run / "run.json").is_file() and kernels_cached()
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))  # where numba would cache instead
     assert not kernels_cached()
+    # an index numba would use counts, one it would find stale (an upgrade changed the
+    # source) does not: numba keys it by the source's SHA-256
+    spec = importlib.util.find_spec("simconform")
+    assert spec is not None and spec.submodule_search_locations
+    src = Path(spec.submodule_search_locations[0])
+    index = next((src / "__pycache__").glob("bvh._build-*.nbi"))
+    copy = tmp_path / "simconform" / index.name
+    copy.parent.mkdir()
+    copy.write_bytes(index.read_bytes())
+    assert kernels_cached()
+    digest = hashlib.sha256((src / "bvh.py").read_bytes()).digest()
+    assert digest in copy.read_bytes()
+    copy.write_bytes(index.read_bytes().replace(digest, bytes(32)))
+    assert not kernels_cached()
+
+
+def test_every_cached_kernel_module_is_looked_at() -> None:
+    """kernels_cached looks at KERNEL_MODULES only: every module that caches numba kernels on
+    disk must be in it."""
+    from simconform.cli.common import KERNEL_MODULES
+
+    with_kernels = {
+        p.stem
+        for d in ("simconform", "adapters", "pipeline", "verify", "bag", "downstream", "export")
+        for p in (REPO / d).rglob("*.py")
+        if re.search(r"cache\W{1,4}True", p.read_text()) and "cli" not in p.parts
+    }
+    assert with_kernels == {m.rpartition(".")[2] for m in KERNEL_MODULES}

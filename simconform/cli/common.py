@@ -158,20 +158,70 @@ def check_power(power: float) -> None:
         raise UserError(None, "--power", power, "expected a probability in [0.5, 1)")
 
 
+# every module with numba kernels cached on disk (`cache=True`; tests/test_cli.py checks the list)
+KERNEL_MODULES = (
+    "simconform.bvh",
+    "simconform.bvhcast",
+    "simconform.adapters.reference",
+    "simconform.adapters.sweep",
+    "simconform.pipeline.image_noise",
+    "simconform.verify.sums",
+    "simconform.verify.lidar_sweep",
+)
+
+
 def kernels_cached() -> bool:
-    """Whether numba's cache holds the ray caster's kernels: an index next to the module (its
-    __pycache__) or under NUMBA_CACHE_DIR. The first run after an install compiles them, a
-    minute or more in which no progress line could come (seen: 8 minutes on a loaded host)."""
+    """Whether numba's cache holds an up-to-date index for a kernel of this install. The first
+    run after an install (or an upgrade) compiles them, a minute or more in which no progress
+    line could come (seen: 8 minutes on a loaded host).
+
+    numba keeps each module's index next to it (its __pycache__), else under NUMBA_CACHE_DIR
+    or the user's cache. The check reads the index as numba does, without importing numba
+    (this process keeps it out where it can, verify/sums.py)."""
+    import importlib.metadata
     import importlib.util
     import os
 
-    pattern = "bvhcast._cast-*.nbi"
+    try:
+        version = importlib.metadata.version("numba")
+    except importlib.metadata.PackageNotFoundError:
+        return False
     cache = os.environ.get("NUMBA_CACHE_DIR")
-    if cache:  # numba then caches there only
-        return any(Path(cache).rglob(pattern))
-    spec = importlib.util.find_spec("simconform.bvhcast")
-    origin = spec.origin if spec is not None else None
-    if origin and any((Path(origin).parent / "__pycache__").glob(pattern)):
-        return True
     user = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "numba"
-    return user.is_dir() and any(user.rglob(pattern))  # where __pycache__ is not writable
+    for module in KERNEL_MODULES:
+        package, _, name = module.rpartition(".")
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        source = Path(spec.submodule_search_locations[0]) / f"{name}.py"
+        pattern = f"{name}.*.nbi"
+        if cache:  # numba then caches there only
+            found = list(Path(cache).rglob(pattern))
+        else:
+            found = list((source.parent / "__pycache__").glob(pattern))
+            found += user.rglob(pattern) if user.is_dir() else []
+        if any(_fresh(index, source, version) for index in found):
+            return True
+    return False
+
+
+def _fresh(index: Path, source: Path, version: str) -> bool:
+    """numba's own test of an index (numba.core.caching.IndexDataCacheFile._load_index): the
+    numba version that wrote it, then the source's stamp, which is its SHA-256 (numba 0.68
+    here) or its (mtime, size) (older numba). The stamp is looked for in the pickled bytes,
+    not unpickled: the index's other half names numba's types, and unpickling it imports
+    numba (0.2 s and the memory this process saves, verify/sums.py)."""
+    import hashlib
+    import pickle
+    import struct
+
+    try:
+        with open(index, "rb") as fh:
+            if pickle.load(fh) != version:
+                return False
+            data = fh.read()
+        st = source.stat()
+        digest = hashlib.sha256(source.read_bytes()).digest()
+    except Exception:  # unreadable, or not an index numba could use either: it recompiles
+        return False
+    return digest in data or b"G" + struct.pack(">d", st.st_mtime) in data
