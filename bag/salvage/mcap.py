@@ -80,11 +80,13 @@ class McapScan(Salvage):
             self._summary(buf, schemas)
             self._topics = topics if topics is not None and _data_crc_stored(buf) else None
             self._defer = defer if self._topics is not None else frozenset()
+            self._cut_unchecked = False
             ended = yield from self._top(buf, schemas)
             if not ended:
+                upto = "chunk (the cut one has a CRC)" if self._cut_unchecked else "message"
                 self.stop_reason = (
                     f"{path.name} cut off after byte {len(buf)}: read up to the last complete "
-                    "message"
+                    + upto
                 )
                 return
         self.stop_reason = "data section complete (the summary section is damaged)"
@@ -178,6 +180,7 @@ class McapScan(Salvage):
         where = f"chunk {n} at byte {pos}"
         data = bytes(buf[data_at : min(data_at + csize, len(buf))])
         if cut and crc:  # where a killed writer stops: the file's end, not damage in it
+            self._cut_unchecked = True
             self.notes.append(
                 f"{self._file}: {where} is cut off by the end of the file after {len(data)} of "
                 f"its {csize} bytes; its CRC cannot be checked, so none of its messages is used"
