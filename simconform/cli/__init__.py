@@ -134,6 +134,10 @@ def main() -> None:
         if type(exc).__name__ == "Abort":
             print(INTERRUPTED if ctrl_c else "simconform: aborted", file=sys.stderr)
             sys.exit(130)
+        bad = bad_value(exc, sys.argv[1:])
+        if bad is not None:
+            print(f"simconform: error: {bad}", file=sys.stderr)
+            sys.exit(2)
         if callable(getattr(exc, "show", None)) and isinstance(
             getattr(exc, "exit_code", None), int
         ):
@@ -144,3 +148,27 @@ def main() -> None:
     if ctrl_c and code == 130:
         print(INTERRUPTED, file=sys.stderr)
     sys.exit(code)
+
+
+def bad_value(exc: Exception, argv: list[str]) -> str | None:
+    """click's refusal of an option's value (`--seed 1.5`), in simconform's one-line form with
+    the value given: click's own names the option but not the value, under a usage block."""
+    opts = getattr(getattr(exc, "param", None), "opts", None)
+    if type(exc).__name__ != "BadParameter" or not opts:
+        return None
+    value = None
+    for i, arg in enumerate(argv):
+        name, eq, rest = arg.partition("=")
+        if name in opts:
+            value = rest if eq else (argv[i + 1] if i + 1 < len(argv) else None)
+    if value is None:
+        return None
+    message = str(getattr(exc, "message", exc))
+    if "valid integer" in message:  # typer's wording (pydantic's) for int and float options
+        message = "expected a whole number"
+    elif "valid number" in message:
+        message = "expected a number"
+    elif message.startswith("Input should be "):  # a range (`min=`): "greater than or equal"
+        rest = message.removeprefix("Input should be ")
+        message = "expected " + ("a value " if rest.startswith(("greater", "less")) else "") + rest
+    return f"{max(opts, key=len)}: got {value!r}; {message}"
