@@ -113,15 +113,17 @@ class Claim:
             names.append(last)
         dest = self.out / into if into else self.out
         check_into(self.out, into, self.option)
-        links = [n for n in names if (dest / n).is_symlink()]
-        if links:
-            raise UserError(
-                None,
-                self.option,
-                str(self.out),
-                f"{(Path(into) / links[0]).as_posix()} is a symbolic link; simconform writes "
-                "only into its own files: move it away",
-            )
+        for n in names:  # a folder of ours is replaced only in DIR itself, which claim checked
+            there = dest / n
+            if there.is_symlink() or (there.is_dir() and (into or not (tmp / n).is_dir())):
+                what = "a symbolic link" if there.is_symlink() else "a folder"
+                raise UserError(
+                    None,
+                    self.option,
+                    str(self.out),
+                    f"{(Path(into) / n).as_posix()} is {what}; simconform writes only into its "
+                    "own files: move it away",
+                )
         prefix = into + "/" if into else ""
         self.declare(*[prefix + n + ("/" if (tmp / n).is_dir() else "") for n in names])
         dest.mkdir(exist_ok=True)

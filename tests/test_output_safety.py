@@ -352,6 +352,12 @@ def test_verify_writes_its_report_only_into_its_own_files(short_run: Path, tmp_p
     assert mine.read_text() == "the user's"
     assert (run / "report" / "report.json").read_bytes() == before  # nothing half replaced
     (run / "report" / "report.md").unlink()
+    (run / "report" / "report.md").mkdir()  # a folder of the user's under a report file's name
+    (run / "report" / "report.md" / "mine.txt").write_text("mine")
+    res = cli("verify", str(run), "-q")
+    assert res.returncode == 2 and "report/report.md is a folder" in one_error_line(res.stderr)
+    assert (run / "report" / "report.md" / "mine.txt").read_text() == "mine"
+    shutil.rmtree(run / "report" / "report.md")
     (run / "report" / "notes.txt").write_text("mine")
     res = cli("verify", str(run), "-q")
     assert res.returncode in (0, 1), res.stderr
