@@ -185,6 +185,16 @@ class SourceBag:
         self.connections = [SourceConnection(t, m) for t, m, _f, _d in scan.conns.values()]
 
     @property
+    def ends_early(self) -> str | None:
+        """Why the checked scan stopped before the file's regular end (a file cut off), known
+        when the bag is opened; None where it ends regularly, or is read by rosbags or in one
+        pass (whose `stop_reason` says so once `messages` ends)."""
+        s = self._salvage
+        if s is None or s.clean_end or self.one_pass:
+            return None
+        return s.stop_reason or "the scan stopped early"
+
+    @property
     def last_log_ns(self) -> int | None:
         """Log time of the last message read: by the scan (any topic), or by `messages`."""
         return self._last if self._salvage is None else self._salvage.last_log_ns

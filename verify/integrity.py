@@ -200,6 +200,15 @@ def check_run(run_dir: Path, manifest: dict, src: SourceBag, files: bool = True)
             f"{', '.join(data_changed)} differs from its SHA-256 outside the message data; "
             "every chunk matches its CRC"
         )
+    cut = src.ends_early
+    if found.state != "recording" and cut is not None:
+        # the writer closed this bag (run.json says so), so a file that ends early was cut
+        # afterwards: damage, and nothing after its last complete message is judged (the span
+        # would read as dropped samples)
+        last = src.last_log_ns
+        found.gaps.append(
+            Gap(last if last is not None else start, None, f"the bag ends early ({cut})")
+        )
     if found.state in ("interrupted", "failed"):
         end = manifest.get("recorded_end_ns")
         why = manifest.get("stopped_by") or manifest.get("error") or "the run failed"
