@@ -422,6 +422,30 @@ def test_verify_names_a_damaged_lidar_chunk_and_judges_only_the_intact_data(
     assert lidar["metrics"]["sample_dropout"]["measured"] == 0.0  # lost is not dropped
 
 
+@pytest.mark.parametrize("where", ["between chunks", "inside a chunk"])
+def test_a_finished_bag_cut_short_leaves_its_tail_out(
+    short_run: Path, intact: Intact, baseline: dict, tmp_path: Path, where: str
+) -> None:
+    """A finished run's bag truncated afterwards (a copy cut short): its tail is a gap, never
+    read as dropped samples; the scope is the intact part, exit 4."""
+    run_dir = copy_run(short_run, tmp_path / "run")
+    k = lidar_chunk(intact)
+    s, e, _m = intact.chunks[k]
+    os.truncate(run_dir / "bag" / "bag.mcap", s if where == "between chunks" else (s + e) // 2)
+    report = verify_checked(run_dir)
+    integ = report["run"]["integrity"]
+    assert integ["scope"] == "intact part only", integ
+    tail = [g for g in integ["gaps"] if "the bag ends early" in g["reason"]]
+    assert len(tail) == 1 and tail[0]["end_s"] is None, integ["gaps"]
+    for name in report["sensors"]:  # no more drops than the whole run had
+        m, m0 = (r["sensors"][name]["metrics"].get("sample_dropout") for r in (report, baseline))
+        if m is not None and m["measured"] is not None:
+            assert m["n"] < m0["n"], name
+            assert round(m["measured"] * m["n"]) <= round(m0["measured"] * m0["n"]), (name, m, m0)
+    res = cli("verify", str(run_dir))
+    assert res.returncode == 4, res.stdout + res.stderr
+
+
 @pytest.fixture(scope="module")
 def baseline(short_run: Path, tmp_path_factory) -> dict:
     """`simconform verify` of an untouched copy of short_run: its report (the CLI's process
