@@ -27,9 +27,7 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 from threadpoolctl import threadpool_limits
 
-from simconform.adapters.base import (
-    SensorBackend,
-)
+from simconform.adapters.base import EngineError, SensorBackend
 from simconform.bag import messages
 from simconform.bag.objects import ObjectsRecorder, objects_lidar
 from simconform.bag.packed import TfPacker
@@ -371,6 +369,14 @@ def _record(
                     except Stopped:  # a worker kept us waiting after the signal
                         result.stopped_by = stop.signal
                         now = min(now, t)  # this instant is not whole: the span ends before it
+                        break
+                    except EngineError:
+                        if not stop.signal:
+                            raise
+                        # the signal reached the engine too (a server sharing the terminal):
+                        # an interruption, not an engine failure
+                        result.stopped_by = stop.signal
+                        now = min(now, t)
                         break
                     published = pipelines[w].process(truth, t, noisy)
                     recorders[w].record(t, truth, published, xyz, q)

@@ -596,6 +596,43 @@ def test_server_failure_keeps_the_log(tmp_path) -> None:
 
 
 @pytest.mark.gazebo
+def test_ctrl_c_at_a_terminal_interrupts_a_gazebo_run(tmp_path) -> None:
+    """A terminal's Ctrl-C goes to the whole foreground process group. The server shared it,
+    died at once, and the run waited 30 s for it, then said "engine error" (exit 3, state
+    failed, no report); the server now has a session of its own and the run stops as it does
+    on any other backend."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import default_sigint
+
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "simconform.cli", "run", "--backend", "gazebo",
+         "--spec", "sensors_spec/rover_core.yaml", "--duration", "30", "--out", str(out)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True, preexec_fn=default_sigint,
+    )  # fmt: skip
+    deadline = time.monotonic() + 180
+    while not (out / "gazebo" / "server.log").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.5)  # the server is starting or taking its first steps (seen: 6 s into a run)
+    os.killpg(proc.pid, signal.SIGINT)
+    sent = time.monotonic()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert time.monotonic() - sent < 25, err  # not the 30 s wait for a dead server
+    assert "engine error" not in err and "Traceback" not in err, err
+    manifest = json.loads((out / "run.json").read_text())
+    assert manifest["state"] == "interrupted" and manifest["stopped_by"] == "SIGINT"
+    assert (out / "report" / "report.json").is_file()
+
+
+@pytest.mark.gazebo
 def test_interrupted_gazebo_run_keeps_what_it_recorded(tmp_path) -> None:
     """SIGTERM during a Gazebo run: exit 143, a readable bag verified up to the stop, run.json
     incomplete, the server's log kept, and no gz server left running."""

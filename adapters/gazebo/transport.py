@@ -128,6 +128,10 @@ class GzSession:
             stderr=subprocess.STDOUT,
             cwd=sdf_path.parent,
             preexec_fn=pdeathsig_preexec,  # the server dies with the run, even a killed one
+            # a session of its own: a terminal's Ctrl-C (sent to the whole foreground process
+            # group) reaches the run, which stops at the next instant and closes the server;
+            # in the run's group the server died at once and the run waited 30 s for it
+            start_new_session=True,
         )
         self.node = Node()
         self._lock = threading.Condition()
@@ -182,6 +186,7 @@ class GzSession:
         req = self._WorldControl(pause=True, multi_step=int(n))
         if self._request(f"/world/{self.world}/control", req, self._WorldControl):
             return
+        self._check_alive(f"asked to step {n} iterations")
         if proof is not None:
             try:
                 self.wait_stamp(*proof)
@@ -210,14 +215,21 @@ class GzSession:
         deadline = time.monotonic() + timeout_s
         with self._lock:
             while stamp_ns not in self._inbox[topic]:
+                self._check_alive(f"waiting for {topic} at {stamp_ns} ns")
                 left = deadline - time.monotonic()
-                if left <= 0 or self.proc.poll() is not None:
+                if left <= 0:
                     have = sorted(self._inbox[topic])[-3:]
                     raise EngineError(
                         f"no message stamped {stamp_ns} ns on {topic} within {timeout_s:g} s "
                         f"(latest stamps {have}); {self._see_log()}"
                     )
-                self._lock.wait(left)
+                self._lock.wait(min(left, 0.5))  # a server that dies sends nothing to wake us
+
+    def _check_alive(self, doing: str) -> None:
+        if self.proc.poll() is not None:
+            code = self.proc.returncode
+            how = f"signal {-code}" if code < 0 else f"exit code {code}"
+            raise EngineError(f"gz sim ended ({how}) while {doing}; {self._see_log()}")
 
     def wait_for(self, topic: str, stamp_ns: int, timeout_s: float = 30.0) -> bytes:
         """The message stamped `stamp_ns` on `topic`; older ones on that topic are dropped."""
