@@ -404,6 +404,35 @@ def test_ctrl_c_in_verify_says_so_and_keeps_the_old_report(short_run: Path, tmp_
     assert not list((run / BOOK).glob("building-*"))
 
 
+def test_ctrl_c_while_a_run_verifies_says_how_to_judge_it(tmp_path: Path) -> None:
+    """Ctrl-C after the recording, while the run verified it, said only "interrupted": the
+    user was not told the recording was complete, nor how to judge it."""
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "simconform.cli", "run", "--duration", "2", "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
+    )
+    assert proc.stderr is not None
+    line = ""
+    while not (line.startswith("simconform: verifying") and "100 %" in line):
+        line = proc.stderr.readline()
+        assert line, "the run ended before its verification did"
+    proc.send_signal(signal.SIGINT)  # the figures are being drawn now
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=120) == 130, rest
+    last = rest.strip().splitlines()[-1]
+    assert last == (
+        "simconform: interrupted (Ctrl-C) while verifying; the recording is complete: "
+        f"`simconform verify {out}` judges it"
+    ), rest
+    assert "Traceback" not in rest
+    assert json.loads((out / "run.json").read_text())["complete"] is True
+    assert cli("verify", str(out), "-q").returncode in (0, 1)
+
+
 def test_an_unreadable_input_is_one_message(short_run: Path, tmp_path: Path) -> None:
     """A bag or run.json this user may not read ended in a PermissionError traceback. As
     root, the process runs without the capabilities that let root read any file."""

@@ -9,6 +9,7 @@ import typer
 
 from simconform.cli.common import (
     INTERRUPT_CODES,
+    Interrupted,
     JsonOpt,
     ProgressOpt,
     QuietOpt,
@@ -177,7 +178,14 @@ def run(
                 f"[yellow]interrupted by {result.stopped_by}[/]: the bag is closed and holds "
                 f"{sum(result.captures.values())} captures; verifying what was recorded"
             )
-        report = verify_run(result.out, confidence, progress=shown, jobs=cfg.jobs)
+        try:
+            report = verify_run(result.out, confidence, progress=shown, jobs=cfg.jobs)
+        except KeyboardInterrupt:  # the recording is whole: say how to judge it
+            kept = "complete" if result.complete else "closed, as far as it went"
+            raise Interrupted(
+                f"interrupted (Ctrl-C) while verifying; the recording is {kept}: "
+                f"`simconform verify {result.out}` judges it"
+            ) from None
     print_verdict(report, result.out / "report", quiet, as_json)
     if not (quiet or as_json):
         print(f"report: {result.out / 'report' / 'report.md'}")
