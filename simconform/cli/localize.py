@@ -36,7 +36,12 @@ def localize_command(
         float, typer.Option(min=1.0, help="RPE segment length in m (KITTI: 100).")
     ] = 100.0,
     force: Annotated[
-        bool, typer.Option("--force", help="Replace an existing localization in --out.")
+        bool,
+        typer.Option(
+            "--force",
+            help="Replace an existing localization in --out (RUN/localization/ is replaced "
+            "without it, as verify replaces RUN/report/).",
+        ),
     ] = False,
 ) -> None:
     """Run a lidar odometry on the run's published clouds; APE and RPE against its truth.
