@@ -8,9 +8,11 @@ import hashlib
 import importlib.metadata as md
 import importlib.util
 import json
+import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -173,3 +175,23 @@ def test_a_bad_option_value_is_one_line_with_the_value(tmp_path: Path) -> None:
         res = cli(*args, "--out", str(out))
         assert res.returncode == 2 and one_error_line(res.stderr).endswith(want), res.stderr
         assert "Usage:" not in res.stderr and not out.exists()
+
+
+@pytest.mark.parametrize("args", [["doctor"], ["backends", "reference"]])
+def test_a_probe_that_will_compile_says_so_first(args: list[str], tmp_path: Path) -> None:
+    """doctor and backends probe with a real capture: after an install that compiled for two
+    minutes with no word, and read as a slow backend."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "simconform.cli", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)},  # an empty cache
+    )
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert first.startswith("simconform: compiling the numba kernels first"), first

@@ -158,6 +158,17 @@ def check_power(power: float) -> None:
         raise UserError(None, "--power", power, "expected a probability in [0.5, 1)")
 
 
+def say_if_compiling() -> None:
+    """A line on stderr before work that will first compile the numba kernels (a run, or a
+    probe's capture), which would otherwise look like a command hanging or a slow backend."""
+    if not kernels_cached():
+        err.print(
+            "simconform: compiling the numba kernels first (once after an install: about a "
+            "minute on 2 cores, longer on a busy machine; numba caches them for later runs)",
+            soft_wrap=True,
+        )
+
+
 # every module with numba kernels cached on disk (`cache=True`; tests/test_cli.py checks the list)
 KERNEL_MODULES = (
     "simconform.bvh",

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from simconform.cli.common import JsonOpt, stdout_console
+from simconform.cli.common import JsonOpt, say_if_compiling, stdout_console
 
 
 def doctor_command(
@@ -29,6 +29,8 @@ def doctor_command(
     from simconform.doctor import as_json as to_json
     from simconform.doctor import backend_findings, components
 
+    if capture:
+        say_if_compiling()
     backends = backend_findings(capture=capture)
     parts = components()
     ok = any(f.name == "reference" and f.found for f in backends)

@@ -17,9 +17,9 @@ from simconform.cli.common import (
     check_power,
     err,
     exit_code,
-    kernels_cached,
     print_verdict,
     progress_of,
+    say_if_compiling,
     stdout_console,
 )
 from simconform.errors import UserError
@@ -165,12 +165,8 @@ def run(
         print_plan(cfg, confidence, power, sample_plan)
         return
     shown = progress_of(progress, quiet)
-    if shown is not False and not kernels_cached():
-        err.print(
-            "simconform: compiling the numba kernels first (once after an install: about a "
-            "minute on 2 cores, longer on a busy machine; numba caches them for later runs)",
-            soft_wrap=True,
-        )
+    if shown is not False:
+        say_if_compiling()
     with session():  # --out stays locked from the first capture to the last report file
         result = do_run(cfg, progress=shown)
         if result.stopped_by:
