@@ -18,10 +18,8 @@ This scan:
   consistent with itself (its length equals its fields) or where DataEnd follows;
 - checks the DataEnd CRC (the data section) and the Footer CRC (the summary) where non-zero;
 - reads a chunk cut off by the end of the file up to its last complete record when the chunk
-  has no CRC (the decompressible prefix); a cut chunk with a CRC cannot be checked and is
-  dropped, with a note. Either is where the file ends, as a killed writer leaves it, not
-  damage inside it: the reading stops there (`stop_reason`), and a file that should be whole
-  is caught by its SHA-256 (verify/integrity.py).
+  has no CRC; one with a CRC cannot be checked and is dropped, with a note. Either is where a
+  killed writer stopped, not damage: a closed bag cut short is verify/integrity.py's finding.
 Schemas and channels come from the data section and, where the file has one, the summary
 section, so a damaged first chunk (where rosbags writes them) does not hide the topics.
 """
