@@ -52,11 +52,15 @@ from simconform.world import World
 CAM_IN_BODY = Rotation.from_matrix(np.array([[0.0, 0.0, -1.0], [-1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]))
 
 
+PICKED: str | None = None  # MUJOCO_GL as default_gl chose it (None: the user's own)
+
+
 def default_gl() -> None:
     """Pick MuJoCo's OpenGL backend before mujoco is imported (it reads MUJOCO_GL once):
     EGL where a GPU device exists; on a CPU-only machine OSMesa (libosmesa6) when it is
     installed, else Mesa's EGL, which renders on the CPU as well (a missing libOSMesa made
     `import mujoco` fail deep inside PyOpenGL)."""
+    global PICKED
     if "MUJOCO_GL" not in os.environ:
         gpu = any(os.path.exists(p) for p in ("/dev/nvidia0", "/dev/dri/renderD128"))
         if gpu:
@@ -65,7 +69,7 @@ def default_gl() -> None:
             gl = "osmesa"
         else:
             gl = "egl"
-        os.environ["MUJOCO_GL"] = gl
+        os.environ["MUJOCO_GL"] = PICKED = gl
     os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
 
 

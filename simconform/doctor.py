@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes.util
 import importlib.metadata as md
 import os
+import sys
 from dataclasses import asdict, dataclass
 
 from simconform.probe import probe
@@ -47,6 +48,8 @@ def components() -> list[Finding]:
     gl = os.environ.get("MUJOCO_GL")
     gpu = any(os.path.exists(p) for p in ("/dev/nvidia0", "/dev/dri/renderD128"))
     chosen = gl or ("egl" if gpu else "osmesa")
+    if getattr(sys.modules.get("simconform.adapters.mujoco"), "PICKED", None) is not None:
+        gl = None  # simconform chose it when the mujoco backend loaded (probed above)
     out = [
         _package("mujoco", "--backend mujoco", "pip install 'simconform[mujoco]'"),
         _library(

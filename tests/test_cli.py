@@ -70,6 +70,13 @@ def test_doctor_lists_backends_and_components_with_versions() -> None:
     assert parts["OSMesa"]["found"] or parts["OSMesa"]["install"] == "apt-get install libosmesa6"
     gz = parts["Gazebo Harmonic"]
     assert gz["found"] == (shutil.which("gz") is not None and "not found" not in gz["detail"])
+    # MUJOCO_GL as the user left it: simconform's own choice is not "(set)"
+    if "MUJOCO_GL" not in os.environ:
+        assert "(default here:" in parts["MUJOCO_GL"]["detail"], parts["MUJOCO_GL"]
+    r = cli("doctor", "--json", "--no-capture", env={"MUJOCO_GL": "egl"})
+    assert json.loads(r.stdout)["components"], r.stderr
+    gl = next(f for f in json.loads(r.stdout)["components"] if f["name"] == "MUJOCO_GL")
+    assert gl["detail"] == "egl (set)"
 
 
 def test_doctor_probes_the_reference_backend_with_a_capture() -> None:
