@@ -128,6 +128,12 @@ class SensorBackend(ABC):
     # whether the world's moving actors (world.actors) appear in this engine's captures
     moves_actors: bool = False
 
+    @classmethod
+    def unavailable(cls) -> str | None:
+        """Why this engine is not installed here (one paragraph), or None; a cheap look, made
+        before a campaign starts its cells (`open` still raises BackendUnavailable)."""
+        return None
+
     @abstractmethod
     def open(self, world: World, spec: Spec) -> None:
         """Build the scene once. Raise BackendUnavailable when the engine is missing."""

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import ctypes.util
+import importlib.util
 import os
 
 import numpy as np
@@ -52,6 +53,7 @@ from simconform.world import World
 CAM_IN_BODY = Rotation.from_matrix(np.array([[0.0, 0.0, -1.0], [-1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]))
 
 
+_INSTALL = "install it with `pip install 'simconform[mujoco]'` (or `pip install mujoco`)"
 PICKED: str | None = None  # MUJOCO_GL as default_gl chose it (None: the user's own)
 
 
@@ -88,14 +90,19 @@ class MujocoBackend(SensorBackend):
     def engine_version(self) -> str | None:
         return f"MuJoCo {self.mj.__version__}"
 
+    @classmethod
+    def unavailable(cls) -> str | None:
+        if importlib.util.find_spec("mujoco") is None:
+            return "--backend mujoco needs the mujoco Python package: " + _INSTALL
+        return None
+
     def open(self, world: World, spec: Spec) -> None:
         default_gl()
         try:
             import mujoco
         except ImportError as exc:
             raise BackendUnavailable(
-                f"--backend mujoco needs the mujoco Python package ({exc}); install it with "
-                "`pip install 'simconform[mujoco]'` (or `pip install mujoco`)"
+                f"--backend mujoco needs the mujoco Python package ({exc}); " + _INSTALL
             ) from None
         except Exception as exc:  # PyOpenGL fails in many ways when its GL library is missing
             gl = os.environ.get("MUJOCO_GL")

@@ -45,6 +45,8 @@ def run_campaign(
     if executor == "ray":
         import_ray()
     plan = load_campaign(campaign)
+    if executor == "local":  # Ray's workers may run where the engine is: they say so per cell
+        _installed_here(Path(campaign), plan.backends)
     given = Path(out)
     check_target(given, "campaign", force)
     out = given.resolve()
@@ -167,3 +169,14 @@ def check_campaign_budget(plan: Plan, todo: list, at_once: int, out: Path) -> No
         disk += est.disk_bytes
     need = budget.Estimate([], at_once, sum(sorted(memory)[-at_once:]), 0, 0, disk)
     budget.check(need, out, source=plan.file)
+
+
+def _installed_here(file: Path, backends: list[str]) -> None:
+    """Refuse, before any cell starts, a backend whose engine this machine lacks: each of its
+    cells would fail after the others had run (exit 2, as `run --backend` refuses it)."""
+    from simconform.registry import BACKENDS
+
+    for i, name in enumerate(backends):
+        why = BACKENDS.load(name).unavailable()
+        if why is not None:
+            raise UserError(file, f"backends.{i}", name, why)

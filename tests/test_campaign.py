@@ -361,3 +361,29 @@ def test_duration_auto_plans_each_variant_and_world_as_run_does(tmp_path: Path) 
     assert cells["tight"].duration > cells["nominal"].duration
     fixed = cp.load_campaign(campaign_file(tmp_path, seeds=[1], duration=cells["nominal"].duration))
     assert fixed.cells(tmp_path / "out")[0].hash == cells["nominal"].hash
+
+
+def test_a_backend_not_installed_here_is_refused_before_any_cell(tmp_path: Path, monkeypatch):
+    """A campaign naming gazebo on a machine without it ran every other cell, then ended FAIL
+    (exit 1); `run --backend gazebo` refuses the same machine up front (exit 2)."""
+    from simconform.adapters.gazebo import transport
+
+    monkeypatch.setattr(transport, "missing_pieces", lambda: ["the `gz` executable"])
+    camp = write_yaml(
+        tmp_path / "c.yaml",
+        {"backends": ["reference", "gazebo"], "seeds": [1], "duration": 1.0,
+         "worlds": [{"world": str(DEMO_WORLD), "trajectory": str(DEMO_TRAJECTORY)}]},
+    )  # fmt: skip
+    out = tmp_path / "out"
+    with pytest.raises(UserError) as err:
+        cp.run_campaign(camp, out)
+    msg = str(err.value)
+    assert "backends.1: got 'gazebo'" in msg and "`gz` executable" in msg and "apt-get" in msg
+    assert not out.exists()
+    # replay runs come from `simconform replay`: its cell ended in `error`, the campaign FAILed
+    camp = write_yaml(
+        tmp_path / "r.yaml", {**yaml.safe_load(camp.read_text()), "backends": ["replay"]}
+    )
+    with pytest.raises(UserError, match=r"backends\.0: got 'replay'.*simconform replay"):
+        cp.run_campaign(camp, out)
+    assert not out.exists()

@@ -115,6 +115,10 @@ class GazeboBackend(SensorBackend):
         plan = engine_noise_plan(self.spec, self.world.origin)
         return {n: p for n, p in plan.items() if n in self.truth_topics}
 
+    @classmethod
+    def unavailable(cls) -> str | None:
+        return unavailable_message()
+
     def open(self, world: World, spec: Spec) -> None:
         msg = unavailable_message()
         if msg is not None:

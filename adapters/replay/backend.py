@@ -20,6 +20,10 @@ class ReplayBackend(SensorBackend):
         "--out DIR` (see docs/replay.md)"
     )
 
+    @classmethod
+    def unavailable(cls) -> str | None:
+        return cls.HINT
+
     def open(self, world: World, spec: Spec) -> None:
         raise BackendUnavailable(self.HINT)
 
