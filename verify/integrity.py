@@ -214,7 +214,7 @@ def check_run(run_dir: Path, manifest: dict, src: SourceBag, files: bool = True)
         why = manifest.get("stopped_by") or manifest.get("error") or "the run failed"
         if end is not None:
             found.span_end_ns = int(end)
-            found.interrupted = f"interrupted at t = {(int(end) - start) / 1e9:.9g} s ({why})"
+            found.interrupted = f"interrupted at t = {_t(int(end) - start)} s ({why})"
         else:  # runs written before recorded_end_ns: the span ends with the last capture
             found.interrupted = f"interrupted ({why}); run.json does not say when"
     elif found.state == "recording":
@@ -224,11 +224,11 @@ def check_run(run_dir: Path, manifest: dict, src: SourceBag, files: bool = True)
         found.gaps.append(Gap(end, None, "after the last complete chunk", "not recorded"))
         alive = _alive(manifest)
         found.interrupted = (
-            f"recorded up to t = {(end - start) / 1e9:.9g} s so far: run.json says it is "
+            f"recorded up to t = {_t(end - start)} s so far: run.json says it is "
             f"recording and process {alive} on this machine is alive; this is a snapshot of a "
             "run in progress"
             if alive is not None
-            else f"interrupted at t = {(end - start) / 1e9:.9g} s: the run was killed, or a "
+            else f"interrupted at t = {_t(end - start)} s: the run was killed, or a "
             "full disk kept it from marking run.json (which still says it is recording); its "
             "bag was read up to its last complete record"
         )
@@ -247,3 +247,9 @@ def _alive(manifest: dict) -> int | None:
     except OSError:
         return None
     return pid
+
+
+def _t(ns: int) -> str:
+    """Seconds into the run, to the ns: 1.62, not 1.62000000; 0.000000001, not 1e-09 (a run
+    stopped after its first instant)."""
+    return f"{ns / 1e9:.9g}" if ns >= 100_000 or ns <= 0 else f"{ns / 1e9:.9f}".rstrip("0")
