@@ -377,14 +377,11 @@ def test_verify_writes_its_report_only_into_its_own_files(short_run: Path, tmp_p
     assert {p.name: p.read_bytes() for p in (tmp_path / "elsewhere").iterdir()} == kept
 
 
-def test_ctrl_c_in_verify_says_so_and_keeps_the_old_report(short_run: Path, tmp_path: Path) -> None:
-    """Ctrl-C outside a run's capture exited 130 in silence (typer's own handling), and verify
-    had rewritten part of report/ by then."""
-    run = tmp_path / "run"
-    shutil.copytree(short_run, run)
-    old = {p.name: p.read_bytes() for p in (run / "report").iterdir()}
+def interrupt_once_verified(args: list[str], only_verifying: bool) -> tuple[int, str]:
+    """Start `simconform ARGS`, send it SIGINT once its verification has read the bag (the
+    figures are being drawn then), and return its exit code and the rest of its stderr."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "simconform.cli", "verify", str(run)],
+        [sys.executable, "-m", "simconform.cli", *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -392,12 +389,23 @@ def test_ctrl_c_in_verify_says_so_and_keeps_the_old_report(short_run: Path, tmp_
     )
     assert proc.stderr is not None
     line = ""
-    while "100 %" not in line:  # reading is done: the figures are being drawn now
+    while not (line.startswith("simconform: verifying") and "100 %" in line):
         line = proc.stderr.readline()
-        assert line.startswith("simconform: verifying"), line
+        assert line, "the command ended before its verification did"
+        assert not only_verifying or line.startswith("simconform: verifying"), line
     proc.send_signal(signal.SIGINT)
     rest = proc.stderr.read()
-    assert proc.wait(timeout=60) == 130, rest
+    return proc.wait(timeout=120), rest
+
+
+def test_ctrl_c_in_verify_says_so_and_keeps_the_old_report(short_run: Path, tmp_path: Path) -> None:
+    """Ctrl-C outside a run's capture exited 130 in silence (typer's own handling), and verify
+    had rewritten part of report/ by then."""
+    run = tmp_path / "run"
+    shutil.copytree(short_run, run)
+    old = {p.name: p.read_bytes() for p in (run / "report").iterdir()}
+    code, rest = interrupt_once_verified(["verify", str(run)], only_verifying=True)
+    assert code == 130, rest
     assert rest.strip().splitlines()[-1] == "simconform: interrupted (Ctrl-C)", rest
     assert "Traceback" not in rest
     assert {p.name: p.read_bytes() for p in (run / "report").iterdir()} == old
@@ -408,21 +416,8 @@ def test_ctrl_c_while_a_run_verifies_says_how_to_judge_it(tmp_path: Path) -> Non
     """Ctrl-C after the recording, while the run verified it, said only "interrupted": the
     user was not told the recording was complete, nor how to judge it."""
     out = tmp_path / "run"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "simconform.cli", "run", "--duration", "2", "--out", str(out)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=default_sigint,
-    )
-    assert proc.stderr is not None
-    line = ""
-    while not (line.startswith("simconform: verifying") and "100 %" in line):
-        line = proc.stderr.readline()
-        assert line, "the run ended before its verification did"
-    proc.send_signal(signal.SIGINT)  # the figures are being drawn now
-    rest = proc.stderr.read()
-    assert proc.wait(timeout=120) == 130, rest
+    code, rest = interrupt_once_verified(["run", "--duration", "2", "--out", str(out)], False)
+    assert code == 130, rest
     last = rest.strip().splitlines()[-1]
     assert last == (
         "simconform: interrupted (Ctrl-C) while verifying; the recording is complete: "
