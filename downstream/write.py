@@ -11,7 +11,7 @@ import numpy as np
 from simconform.downstream.evaluate import Evaluation
 from simconform.downstream.runcheck import partial
 from simconform.frames import Pose
-from simconform.outdir import check_into, claim, io_error, update
+from simconform.outdir import claim, io_error, update
 from simconform.verify.plots import _plt, save_png
 from simconform.verify.report import SYMBOL
 
@@ -119,8 +119,7 @@ def write_localization(
 
 
 def _write(owned, folder: Path, into: str, report: dict, ev, est: Pose, truth: Pose, t_ns):
-    check_into(folder, into)
-    tmp = owned.building()
+    tmp = owned.building()  # `into` is checked by localize() first, and by adopt under the lock
     try:
         (tmp / "localization.json").write_text(dumps(report))
         (tmp / "localization.md").write_text(markdown(report))

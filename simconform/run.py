@@ -366,17 +366,14 @@ def _record(
                 else:
                     try:
                         truth, noisy, xyz, q = feeds[w].next(t, stop)
-                    except Stopped:  # a worker kept us waiting after the signal
+                    except (Stopped, EngineError) as exc:
+                        # Stopped: a worker kept us waiting after the signal; an EngineError
+                        # after it: the signal reached the engine too (a server sharing the
+                        # terminal), an interruption, not an engine failure
+                        if isinstance(exc, EngineError) and not stop.signal:
+                            raise
                         result.stopped_by = stop.signal
                         now = min(now, t)  # this instant is not whole: the span ends before it
-                        break
-                    except EngineError:
-                        if not stop.signal:
-                            raise
-                        # the signal reached the engine too (a server sharing the terminal):
-                        # an interruption, not an engine failure
-                        result.stopped_by = stop.signal
-                        now = min(now, t)
                         break
                     published = pipelines[w].process(truth, t, noisy)
                     recorders[w].record(t, truth, published, xyz, q)

@@ -120,7 +120,7 @@ class GazeboBackend(SensorBackend):
         return unavailable_message()
 
     def open(self, world: World, spec: Spec) -> None:
-        msg = unavailable_message()
+        msg = self.unavailable()
         if msg is not None:
             raise BackendUnavailable(msg)
         self.world, self.spec = world, spec

@@ -211,28 +211,37 @@ def kernels_cached() -> bool:
         else:
             found = list((source.parent / "__pycache__").glob(pattern))
             found += user.rglob(pattern) if user.is_dir() else []
-        if any(_fresh(index, source, version) for index in found):
+        if found and _fresh(found, source, version):
             return True
     return False
 
 
-def _fresh(index: Path, source: Path, version: str) -> bool:
-    """numba's own test of an index (numba.core.caching.IndexDataCacheFile._load_index): the
-    numba version that wrote it, then the source's stamp, which is its SHA-256 (numba 0.68
-    here) or its (mtime, size) (older numba). The stamp is looked for in the pickled bytes,
-    not unpickled: the index's other half names numba's types, and unpickling it imports
-    numba (0.2 s and the memory this process saves, verify/sums.py)."""
+def _fresh(indexes: list[Path], source: Path, version: str) -> bool:
+    """Whether one of a module's indexes passes numba's own test (numba.core.caching:
+    IndexDataCacheFile._load_index): the numba version that wrote it, then the source's stamp,
+    which is its SHA-256 (numba 0.68 here) or its (mtime, size) (older numba). The stamp is
+    looked for in the pickled bytes, not unpickled: the index's other half names numba's
+    types, and unpickling it imports numba (0.2 s and the memory this process saves,
+    verify/sums.py)."""
     import hashlib
     import pickle
     import struct
 
     try:
-        with open(index, "rb") as fh:
-            if pickle.load(fh) != version:
-                return False
-            data = fh.read()
-        st = source.stat()
-        digest = hashlib.sha256(source.read_bytes()).digest()
-    except Exception:  # unreadable, or not an index numba could use either: it recompiles
+        stamps = (
+            hashlib.sha256(source.read_bytes()).digest(),
+            b"G" + struct.pack(">d", source.stat().st_mtime),
+        )
+    except OSError:
         return False
-    return digest in data or b"G" + struct.pack(">d", st.st_mtime) in data
+    for index in indexes:  # the source's stamps once, for each of its indexes
+        try:
+            with open(index, "rb") as fh:
+                if pickle.load(fh) != version:
+                    continue
+                data = fh.read()
+        except Exception:  # unreadable, or not an index numba could use either: it recompiles
+            continue
+        if any(stamp in data for stamp in stamps):
+            return True
+    return False
