@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -119,17 +118,13 @@ def write_localization(
 
 
 def _write(owned, folder: Path, into: str, report: dict, ev, est: Pose, truth: Pose, t_ns):
-    tmp = owned.building()  # `into` is checked by localize() first, and by adopt under the lock
+    # `into` is checked by localize() first, and by adopt under the lock; with --out, --force
+    # replaces what an earlier localize wrote there
     try:
-        (tmp / "localization.json").write_text(dumps(report))
-        (tmp / "localization.md").write_text(markdown(report))
-        plots(tmp, ev, est, truth, t_ns)
-        if not into:
-            owned.clear()  # --force: what an earlier localize wrote there
-        owned.adopt(tmp, last="localization.json", into=into)
-        owned.seal()
+        with owned.staged(last="localization.json", into=into, replace=not into) as tmp:
+            (tmp / "localization.json").write_text(dumps(report))
+            (tmp / "localization.md").write_text(markdown(report))
+            plots(tmp, ev, est, truth, t_ns)
     except OSError as exc:
         raise io_error(folder, exc, option=owned.option) or exc from None
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return folder / into if into else folder

@@ -12,7 +12,6 @@ as it is intact and export.json's `integrity` says what was left out, as verify'
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from simconform.errors import UserError
 from simconform.export.source import open_run
 from simconform.outdir import claim, io_error, remove_owned
 
+DESKEW = {True: "true motion (gt/), per point", False: "none: as published"}
 NOT_A_RUN_FORMAT = {"sdf": "it exports a world and spec, not a run: use `simconform export-sdf`"}
 
 
@@ -51,26 +51,22 @@ def export(cfg: ExportConfig) -> dict:
     fresh = not (out.exists() or out.is_symlink())
     unreadable = None
     with claim(out, "export", cfg.force, clear=False) as owned:  # the old export stays till then
-        tmp = owned.building()
         try:
-            body = writer(src, tmp, cfg.deskew)
-            report = {
-                "format": cfg.format,
-                "run": str(src.run_dir),
-                "lidar": src.lidar,
-                "cameras": src.cameras,
-                "deskew": "true motion (gt/), per point" if cfg.deskew else "none: as published",
-                **body,
-                "skipped": src.skipped,
-                "integrity": record(src.integrity, src.stopped),
-                "seconds": round(time.perf_counter() - started, 3),
-            }
-            (tmp / "export.json").write_text(json.dumps(report, indent=2) + "\n")
-            owned.clear()  # --force: an earlier export's files, once the new one is built
-            owned.adopt(tmp, last="export.json")
-            owned.seal()
+            with owned.staged(last="export.json") as tmp:  # --force: old export goes last
+                body = writer(src, tmp, cfg.deskew)
+                report = {
+                    "format": cfg.format,
+                    "run": str(src.run_dir),
+                    "lidar": src.lidar,
+                    "cameras": src.cameras,
+                    "deskew": DESKEW[cfg.deskew],
+                    **body,
+                    "skipped": src.skipped,
+                    "integrity": record(src.integrity, src.stopped),
+                    "seconds": round(time.perf_counter() - started, 3),
+                }
+                (tmp / "export.json").write_text(json.dumps(report, indent=2) + "\n")
         except OSError as exc:
-            shutil.rmtree(tmp, ignore_errors=True)
             unreadable = read_error(exc, out)  # a run file (changed since open_run read it)
             if unreadable is None:
                 raise io_error(out, exc) or exc from None

@@ -133,6 +133,24 @@ class Claim:
             os.replace(tmp / name, dest / name)
         tmp.rmdir()
 
+    @contextlib.contextmanager
+    def staged(self, last: str, into: str = "", replace: bool = True):
+        """Yield a folder to build the outputs in; once the body ends without an error, our old
+        outputs go (`replace`, for --force), the new ones are renamed in (`adopt`, `last` at
+        the end) and the manifest is sealed.
+
+        The old outputs stay whole until the new ones are built, and an interrupted writer
+        leaves no staging folder behind (a killed one's is swept by the next claim)."""
+        tmp = self.building()
+        try:
+            yield tmp
+            if replace:
+                self.clear()
+            self.adopt(tmp, last, into)
+            self.seal()
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
     def clear(self) -> None:
         """Delete every path the manifest lists (after check_target found nothing else)."""
         owned = set(self.paths)

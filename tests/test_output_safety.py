@@ -291,6 +291,35 @@ def test_force_deletes_only_what_simconform_wrote(tmp_path: Path) -> None:
     assert cli(*args, "--force").returncode in (0, 1)
 
 
+def test_staged_outputs_replace_ours_only_once_built(tmp_path: Path) -> None:
+    """Claim.staged, which every writer but run uses: an interrupted build leaves the old
+    outputs whole and no staging folder; a finished one replaces exactly our old files."""
+    out = tmp_path / "cmp"
+
+    def write(names: list[str], force: bool, stop: bool = False) -> None:
+        with (
+            claim(out, "compare", force, clear=False) as owned,
+            owned.staged(last="compare.json") as tmp,
+        ):
+            for n in names:
+                (tmp / n).write_text(names[0])
+            if stop:
+                raise KeyboardInterrupt
+
+    def state() -> tuple[list[str], str, list[str]]:
+        book = sorted(json.loads((out / BOOK / "outputs.json").read_text())["paths"])
+        names = sorted(p.name for p in out.iterdir() if p.name != BOOK)
+        return names, (out / "compare.json").read_text(), book
+
+    write(["old.md", "compare.json"], force=False)
+    with pytest.raises(KeyboardInterrupt):
+        write(["new.md", "compare.json"], force=True, stop=True)
+    assert state() == (["compare.json", "old.md"], "old.md", ["compare.json", "old.md"])
+    assert not list((out / BOOK).glob("building-*"))
+    write(["new.md", "compare.json"], force=True)
+    assert state() == (["compare.json", "new.md"], "new.md", ["compare.json", "new.md"])
+
+
 def test_force_never_touches_a_folder_that_is_not_a_run(tmp_path: Path) -> None:
     out = tmp_path / "mine"
     out.mkdir()

@@ -8,7 +8,6 @@ are left out, and the report says what its verdict covers (`run.integrity.scope`
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from pathlib import Path
 
@@ -188,18 +187,14 @@ def _verify(
         from simconform.verify.report_render import write_reports
 
         with update(run_dir, "run") as out:  # a run still being recorded holds the lock
-            staged = out.building()  # in DIR/.simconform/: swept by the next claim if killed
+            # declared file by file: a user's own files in report/ never become ours
             try:
-                samples = {n: a.samples for n, a in accs.items()}
-                fork = False if jobs == 0 else None  # --jobs 0: no process beside this one
-                write_reports(staged, report, samples, fork)
-                # declared file by file: a user's own files in report/ never become ours
-                out.adopt(staged, last="report.json", into="report")
+                with out.staged(last="report.json", into="report", replace=False) as staged:
+                    samples = {n: a.samples for n, a in accs.items()}
+                    fork = False if jobs == 0 else None  # --jobs 0: no process beside this one
+                    write_reports(staged, report, samples, fork)
             except OSError as exc:
                 raise io_error(run_dir, exc, " (the report)") or exc from None
-            finally:
-                shutil.rmtree(staged, ignore_errors=True)
-            out.seal()
     return report
 
 

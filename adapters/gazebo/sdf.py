@@ -357,6 +357,11 @@ def world_to_sdf(world: World, spec: Spec, driver: bool = False, engine_noise: b
     return '<?xml version="1.0"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
+def sdf_name(world: World) -> str:
+    """The SDF file's name in the folder write_sdf fills."""
+    return f"{world.name}.sdf"
+
+
 def write_sdf(
     world: World, spec: Spec, out: Path, driver: bool = False, engine_noise: bool = False
 ) -> Path:
@@ -365,7 +370,7 @@ def write_sdf(
     for rel, text in mesh_files(world).items():
         (out / rel).parent.mkdir(parents=True, exist_ok=True)
         (out / rel).write_text(text)
-    path = out / f"{world.name}.sdf"
+    path = out / sdf_name(world)
     path.write_text(world_to_sdf(world, spec, driver, engine_noise))
     return path
 

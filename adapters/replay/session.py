@@ -9,7 +9,6 @@ folder, inside DIR, which the next claim of DIR removes.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from simconform.adapters.replay.align import align, parse_offsets
@@ -47,14 +46,10 @@ def replay(cfg: ReplayConfig) -> ReplayResult:
         job.alignment = align(job, "auto" if cfg.align else "off", fixed, cfg.level)
         # locked for the whole write; an old run (--force) stays until the new one is built
         with claim(cfg.out, "run", cfg.force, clear=False) as out:
-            tmp = out.building()  # inside DIR/.simconform: nothing is left next to DIR
             try:
-                result = job.write(tmp)
-                out.clear()
-                out.adopt(tmp, last="run.json")
-                out.seal()
+                with out.staged(last="run.json") as tmp:  # in DIR/.simconform: none beside DIR
+                    result = job.write(tmp)
             except BaseException as exc:
-                shutil.rmtree(tmp, ignore_errors=True)
                 place = io_error(cfg.out, exc)
                 if place is not None:
                     raise place from None

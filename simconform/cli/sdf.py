@@ -27,7 +27,7 @@ def export_sdf_command(
     --out follows every command's folder rules (docs/output-safety.md): a folder holding
     anything simconform did not write is refused, and --force replaces only an earlier
     export's files, so a stale bridge.yaml or mesh never outlives the export it came with."""
-    from simconform.adapters.gazebo.sdf import bridge_yaml
+    from simconform.adapters.gazebo.sdf import bridge_yaml, sdf_name
     from simconform.demo import DEMO_SPEC, DEMO_WORLD
     from simconform.outdir import claim, io_error
     from simconform.registry import EXPORTERS
@@ -39,14 +39,12 @@ def export_sdf_command(
     w = load_world(world or DEMO_WORLD)
     s = load_spec(spec or DEMO_SPEC)
     with claim(out, "sdf", force, clear=False) as owned:  # the old export stays till then
-        tmp = owned.building()
-        try:
-            name = write_sdf(w, s, tmp).name
-            if bridge:
-                (tmp / "bridge.yaml").write_text(bridge_yaml(s))
-            owned.clear()  # --force: an earlier export's files (a bridge.yaml not made now)
-            owned.adopt(tmp, last=name)
-            owned.seal()
+        name = sdf_name(w)
+        try:  # --force: an earlier export's files go too (a bridge.yaml not made now)
+            with owned.staged(last=name) as tmp:
+                write_sdf(w, s, tmp)
+                if bridge:
+                    (tmp / "bridge.yaml").write_text(bridge_yaml(s))
         except OSError as exc:
             raise io_error(out, exc) or exc from None
     print(f"sdf: {out / name}")

@@ -4,7 +4,6 @@ junit.xml (report.py) and the plots (plots.py)."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 from simconform.outdir import claim, io_error
@@ -39,15 +38,10 @@ def compare(cfg: CompareConfig, write: bool = True) -> dict:
         # locked; with --force the old comparison stays whole until the new one is drawn (in
         # DIR/.simconform/), then our old files go and the new ones are renamed in
         with claim(out, "compare", cfg.force, clear=False) as owned:
-            tmp = owned.building()
             try:
-                step("compare: writing the report and its plots", cfg.progress)
-                write_compare(tmp, res)
-                owned.clear()
-                owned.adopt(tmp, last="compare.json")
-                owned.seal()
+                with owned.staged(last="compare.json") as tmp:
+                    step("compare: writing the report and its plots", cfg.progress)
+                    write_compare(tmp, res)
             except OSError as exc:
                 raise io_error(out, exc) or exc from None
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
     return res.report
