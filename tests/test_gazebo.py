@@ -660,13 +660,44 @@ def test_interrupted_gazebo_run_keeps_what_it_recorded(tmp_path) -> None:
     assert 0 < manifest["captures"]["imu"] < 3000
     assert json.loads((out / "report" / "report.json").read_text())["run"]["complete"] is False
     assert (out / "gazebo" / "server.log").is_file()
-    # the server ran in this run's own partition, GZ_PARTITION=simconform_<pid>_...
-    mark = f"GZ_PARTITION=simconform_{proc.pid}_".encode()
-    left = []
+    assert not _servers_of(proc.pid), "gz processes still running"
+
+
+def _servers_of(run_pid: int) -> list[str]:
+    """The pids of processes in a run's own Gazebo partition, GZ_PARTITION=simconform_<pid>_."""
+    mark = f"GZ_PARTITION=simconform_{run_pid}_".encode()
+    found = []
     for env in Path("/proc").glob("[0-9]*/environ"):
         try:
             if mark in env.read_bytes():
-                left.append(env.parent.name)
+                found.append(env.parent.name)
         except OSError:  # gone, or not ours to read
             pass
-    assert not left, f"gz processes still running: {left}"
+    return found
+
+
+@pytest.mark.gazebo
+def test_sigkilled_gazebo_run_takes_its_server_along(tmp_path) -> None:
+    """SIGKILL of a run while its server steps (in a session of its own since Ctrl-C must not
+    reach it): the kernel's parent-death signal ends the server at once, no orphan is left."""
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "simconform.cli", "run", "--backend", "gazebo",
+         "--spec", "sensors_spec/rover_core.yaml", "--duration", "30", "--out", str(out)],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 180
+    gt = out / "gt" / "base_link.tum"  # poses flow: the server is up and stepping
+    while not (gt.exists() and gt.stat().st_size > 0) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _servers_of(proc.pid), "no gz server found while the run recorded"
+    proc.kill()
+    proc.wait(timeout=10)
+    killed = time.monotonic()
+    while _servers_of(proc.pid) and time.monotonic() - killed < 5:
+        time.sleep(0.05)
+    assert not _servers_of(proc.pid), "the gz server outlived its killed run by 5 s"
