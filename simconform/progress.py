@@ -48,15 +48,22 @@ class Lines:
         self.stream = stream or sys.stderr
         self.t0 = self.last = time.monotonic()
         self.step = 0  # tenths reported so far
+        # the rate is taken from the first count on: a slow start (the numba kernels compiling
+        # on a fresh machine, minutes) would otherwise inflate every estimate after it
+        self.first: tuple[float, int] | None = None
 
     def update(self, done: int) -> None:
         tenth = min(10, done * 10 // self.total)
         now = time.monotonic()
+        if self.first is None and done > 0:
+            self.first = (now, done)
         if tenth <= self.step or (now - self.last < self.every_s and done < self.total):
             return
         self.step, self.last = tenth, now
         elapsed = now - self.t0
-        left = elapsed * (self.total - done) / max(done, 1)
+        t1, d1 = self.first or (self.t0, 0)
+        span, counted = (now - t1, done - d1) if done > d1 else (elapsed, done)
+        left = span * (self.total - done) / max(counted, 1)
         when = (
             f"done in {elapsed:.0f} s"
             if done >= self.total

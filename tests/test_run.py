@@ -251,7 +251,7 @@ def test_interrupted_run_keeps_what_was_recorded(tmp_path: Path, sig, code) -> N
     assert "incomplete" in stdout.lower()
 
 
-def test_progress_lines_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
+def test_progress_lines_when_stderr_is_not_a_terminal(tmp_path: Path, monkeypatch) -> None:
     """A CI log gets a line every 10 % (throttled), never a silent run; --no-progress: none."""
     import io
 
@@ -273,6 +273,15 @@ def test_progress_lines_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
         slow.update(i)
     assert [ln.split()[2] for ln in buf.getvalue().splitlines()] == ["100"]
     assert progress_bar(10, False) is None
+    # a slow first step (kernels compiling, 100 s) does not inflate the time left: 1 s a step
+    clock = iter([0.0, 100.0, 101.0, 102.0])
+    buf = io.StringIO()
+    with monkeypatch.context() as m:
+        m.setattr("simconform.progress.time.monotonic", lambda: next(clock))
+        first = Lines(10, "capturing", every_s=0.0, stream=buf)
+        for i in (1, 2, 3):
+            first.update(i)
+    assert buf.getvalue().splitlines()[-1].endswith("(102 s elapsed, about 7 s left)")
     env = {**os.environ, "SIMCONFORM_PROGRESS_INTERVAL_S": "0"}  # short run: lines anyway
     res = subprocess.run(
         [
