@@ -359,3 +359,17 @@ def test_a_failed_figure_child_leaves_its_share_to_the_parent(tmp_path: Path) ->
         assert all((tmp_path / f"{i}.txt").read_text() == f"figure {i}" for i in range(5))
         pids = {pid for pid, _p in got}
         assert parent in pids and len(pids) == (1 if fail else 2)
+
+
+def test_histogram_of_a_bias_without_noise() -> None:
+    """Errors that are one value up to round-off (a bias without noise: 0.05 +- a few ulps) had
+    no histogram: numpy could not split their spread into bins, and no report was written."""
+    import numpy as np
+
+    from simconform.verify.plots import axis_limits, bin_edges
+
+    e = 0.05 + np.array([0.0, 1e-17, -1e-17, 2e-17] * 50)
+    lo, hi = axis_limits(e, 0.05, 0.0)
+    edges = bin_edges(e, lo, hi)
+    assert lo < 0.05 < hi and np.all(np.diff(edges) > 0)
+    assert np.histogram(e, edges)[0].sum() == len(e)

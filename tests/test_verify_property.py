@@ -155,6 +155,10 @@ GNSS: list = []
 @SETTINGS
 @given(gnss_models)
 def _collect_gnss(cfg: dict) -> None:
+    GNSS.append((cfg, run_gnss(cfg)))
+
+
+def run_gnss(cfg: dict) -> dict:
     import pymap3d
 
     spec = GnssSpec.model_validate(
@@ -174,7 +178,7 @@ def _collect_gnss(cfg: dict) -> None:
         lla_t = np.array(pymap3d.enu2geodetic(*enu, o.lat, o.lon, o.alt))
         lla_p = np.array(pymap3d.enu2geodetic(*pub.sample.enu, o.lat, o.lon, o.alt))
         acc.add(Pair(k * 100_000_000, pub.publish_ns, lla_t, lla_p))
-    GNSS.append((cfg, acc.metrics()))
+    return acc.metrics()
 
 
 def test_gnss_error_model_recovered_through_geodesy() -> None:
@@ -188,6 +192,26 @@ def test_gnss_error_model_recovered_through_geodesy() -> None:
             misses += not covers(m[f"position_bias_{axis}"], cfg["bias"][a])
             checks += 2
     assert misses <= max_misses(checks), (misses, checks)
+
+
+@settings(max_examples=20, derandomize=True, deadline=None, database=None)
+@given(
+    st.floats(-0.5, 0.5),
+    st.tuples(*[st.floats(-1.0, 1.0)] * 3),
+    st.integers(0, 2**32 - 1),
+)
+def test_a_noise_free_sensor_is_judged_exact(bias: float, enu_bias: tuple, seed: int) -> None:
+    """sigma 0, any bias: the published values' own round-off (float32 points; degrees to ENU)
+    must not FAIL a sensor that is exactly as configured (the bands had zero width), and a
+    normality test has no noise to test."""
+    exact = {"point": 0.0, "sample": 0.0, "fixed_ms": 0.0, "jitter_frac": 0.0, "rate": 10.0}
+    lidar = run_lidar({"sigma": 0.0, "bias": bias, "seed": seed, **exact})
+    gnss = run_gnss({"sigma": (0.0, 0.0, 0.0), "bias": enu_bias, "seed": seed})
+    judged = [lidar[f"range_{k}"] for k in ("bias", "std", "rmse", "lateral_rms")]
+    judged += [gnss[f"position_{k}_{a}"] for k in ("bias", "std", "rmse") for a in "enu"]
+    assert all(m["verdict"] == "pass" for m in judged), judged
+    untested = [lidar["range_normality"], *(gnss[f"position_normality_{a}"] for a in "enu")]
+    assert all(m["verdict"] == "not_applicable" for m in untested), untested
 
 
 def test_imu_bias_walk_white_noise_and_bias_recovered() -> None:

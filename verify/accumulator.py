@@ -58,6 +58,9 @@ def _f(v) -> float | None:
     return v if np.isfinite(v) else None
 
 
+NO_NOISE = "no noise configured: the errors are the published values' round-off"
+
+
 def normality(x: np.ndarray, name: str) -> dict:
     """Anderson-Darling check of `x` (a series, or a uniform sample of one), at most 5000
     tested (stats.anderson_normal); the verdict is set by the report with a family-wise level."""
@@ -94,6 +97,9 @@ class Accumulator:
 
     keep = False
     ORDERED = False  # whether add_ordered is used (the window then holds whole samples)
+    # the published values' resolution, the narrowest band (tolerances.py): float64 messages
+    # (IMU, odometry) round by ~1e-15 of their values; a sensor may say otherwise
+    RESOLUTION = 1e-9
 
     def __init__(self, name: str, spec, level: float, duration_s: float) -> None:
         self.name = name
@@ -291,7 +297,7 @@ class Accumulator:
             f"{quantity}_bias{sfx}": metric(
                 mom.mean_ci(lv, extra_var_of_mean=extra),
                 bias,
-                tl.bias_band(bias, sigma, tol),
+                tl.bias_band(bias, sigma, tol, self.RESOLUTION),
                 unit,
                 refit=lambda a: mom.mean_ci(a, extra_var_of_mean=extra),
             )
@@ -308,7 +314,7 @@ class Accumulator:
         out[f"{quantity}_std{sfx}"] = metric(
             std,
             sigma,
-            tl.sigma_band(sigma, tol),
+            tl.sigma_band(sigma, tol, self.RESOLUTION),
             unit,
             refit=std_at,
             robust={k: _num(v) for k, v in rob.items()},
@@ -322,7 +328,7 @@ class Accumulator:
         out[f"{quantity}_rmse{sfx}"] = metric(
             mom.rmse_ci(lv),
             rmse,
-            tl.relative_band(rmse, tol.sigma_rel),
+            tl.relative_band(rmse, tol.sigma_rel, self.RESOLUTION),
             unit,
             refit=mom.rmse_ci,
         )
@@ -335,5 +341,9 @@ class Accumulator:
                 f"{unit}/sqrt(s)",
                 refit=lambda a: e.allan_walk(dt, white_sigma, a),
             )
-        out[f"{quantity}_normality{sfx}"] = normality(e.white(), f"{quantity}{sfx}")
+        out[f"{quantity}_normality{sfx}"] = (
+            normality(e.white(), f"{quantity}{sfx}")
+            if sigma > 0 or walk > 0
+            else not_applicable(NO_NOISE)
+        )
         return out

@@ -11,7 +11,13 @@ from simconform.bag.messages import cloud_xyz
 from simconform.spec import CameraSpec, GnssSpec, ImuSpec, LidarSpec, OdomSpec
 from simconform.verify import robust, stats
 from simconform.verify import tolerances as tl
-from simconform.verify.accumulator import Accumulator, metric, normality, not_applicable
+from simconform.verify.accumulator import (
+    NO_NOISE,
+    Accumulator,
+    metric,
+    normality,
+    not_applicable,
+)
 from simconform.verify.lidar_edges import EdgeSplit
 from simconform.verify.pairing import Pair
 from simconform.verify.series import SeriesStats
@@ -67,6 +73,8 @@ class LidarAccumulator(Accumulator):
         rings, cols = self.nominal.shape[:2]
         n = spec.noise.range
         scale = n.sigma if n.sigma > 0 else 1e-3
+        # float32 x, y, z: a range rounds by up to ~1e-7 of itself (2^-22 leaves a margin)
+        self.RESOLUTION = 2.0**-22 * spec.range.max
         self.sector_of = (np.arange(cols) * SECTORS) // cols
         self.split = EdgeSplit(n.bias, scale, rings, SECTORS)  # edge outliers: lidar_edges.py
         self.errors: list[np.ndarray] = []
@@ -114,14 +122,14 @@ class LidarAccumulator(Accumulator):
                 "range_bias": metric(
                     st.moments.mean_ci(lv),
                     n.bias,
-                    tl.bias_band(n.bias, n.sigma, tol),
+                    tl.bias_band(n.bias, n.sigma, tol, self.RESOLUTION),
                     "m",
                     refit=st.moments.mean_ci,
                 ),
                 "range_std": metric(
                     st.moments.std_ci(lv),
                     n.sigma,
-                    tl.sigma_band(n.sigma, tol),
+                    tl.sigma_band(n.sigma, tol, self.RESOLUTION),
                     "m",
                     refit=st.moments.std_ci,
                     robust=_clean(rob),
@@ -131,7 +139,7 @@ class LidarAccumulator(Accumulator):
             out["range_rmse"] = metric(
                 st.moments.rmse_ci(lv),
                 rmse,
-                tl.relative_band(rmse, tol.sigma_rel),
+                tl.relative_band(rmse, tol.sigma_rel, self.RESOLUTION),
                 "m",
                 refit=st.moments.rmse_ci,
             )
@@ -142,7 +150,9 @@ class LidarAccumulator(Accumulator):
                 "m",
                 refit=st.lateral.rmse_ci,
             )
-            out["range_normality"] = normality(sample, "range")
+            out["range_normality"] = (
+                normality(sample, "range") if n.sigma > 0 else not_applicable(NO_NOISE)
+            )
             out["range_edge_outliers"] = self.split.entry()
         p = s.dropout.point
         out["point_dropout"] = metric(
@@ -317,6 +327,8 @@ class ImuAccumulator(VectorAccumulator):
 
 
 class GnssAccumulator(VectorAccumulator):
+    RESOLUTION = 1e-6  # m: ENU from float64 degrees rounds by ~1e-9 m this far from the core
+
     def __init__(self, name: str, spec: GnssSpec, level: float, duration_s: float, origin) -> None:
         super().__init__(name, spec, level, duration_s)
         self.origin = origin

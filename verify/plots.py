@@ -38,8 +38,10 @@ def axis_limits(e: np.ndarray, centre: float, sigma: float) -> tuple[float, floa
     lo, hi = np.percentile(e, [0.5, 99.5])
     if sigma > 0:
         lo, hi = min(lo, centre - 4 * sigma), max(hi, centre + 4 * sigma)
-    if not hi > lo:
-        lo, hi = lo - 1.0, hi + 1.0
+    scale = max(abs(lo), abs(hi))
+    if not hi - lo > 1e-9 * scale:  # constant errors (a bias without noise): round-off only
+        w = 1e-3 * scale if scale > 0 else 1.0
+        lo, hi = lo - w, hi + w
     pad = 0.04 * (hi - lo)
     return float(lo - pad), float(hi + pad)
 
@@ -49,7 +51,10 @@ def bin_edges(values: np.ndarray, lo: float, hi: float) -> np.ndarray:
     numpy's "auto" count between 8 and 80 over [lo, hi]."""
     if len(values) and np.all(values == np.rint(values)) and hi - lo <= 200:
         return np.arange(np.floor(lo) - 0.5, np.ceil(hi) + 1.0)
-    n_bins = len(np.histogram_bin_edges(values, bins="auto")) - 1 if len(values) else 8
+    try:
+        n_bins = len(np.histogram_bin_edges(values, bins="auto")) - 1 if len(values) else 8
+    except ValueError:  # a spread at round-off level, too narrow to split
+        n_bins = 8
     return np.linspace(lo, hi, int(np.clip(n_bins, 8, 80)) + 1)
 
 

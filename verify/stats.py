@@ -166,13 +166,20 @@ def rmse_interval(mean_sq: float, var_sq: float, n: int, level: float) -> Estima
     it replaces was too narrow on short series: a conforming 28-sample GNSS axis FAILed at
     p = 4e-6 where the chi-square law gives 4e-4 (docs/verification.md).
     """
+    mean_sq = max(mean_sq, 0.0)  # summed from moments: -1e-320 where errors are ~1e-80
     rms = math.sqrt(mean_sq)
     if var_sq <= 0.0 or mean_sq <= 0.0:
         return Estimate(rms, (rms, rms), n, level)
-    nu = min(2.0 * n * mean_sq * mean_sq / var_sq, 1e12)
+    nu = min(2.0 * n * (mean_sq / math.sqrt(var_sq)) ** 2, 1e12)  # no mean_sq^2 to underflow
     a = 1 - level
-    lo = nu * mean_sq / float(dist.chi2_ppf(1 - a / 2, nu))
-    hi = nu * mean_sq / float(dist.chi2_ppf(a / 2, nu))
+    with np.errstate(divide="ignore"):
+        lo = nu * mean_sq / float(dist.chi2_ppf(1 - a / 2, nu))
+        hi = nu * mean_sq / float(dist.chi2_ppf(a / 2, nu))
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        # errors near float64's underflow (~1e-80: x^4 is subnormal) leave nu meaningless;
+        # the CLT interval on mean(x^2) still bounds them
+        half = float(dist.norm_ppf(1 - a / 2)) * math.sqrt(var_sq / n)
+        lo, hi = max(mean_sq - half, 0.0), mean_sq + half
     return Estimate(rms, (math.sqrt(lo), math.sqrt(hi)), n, level)
 
 

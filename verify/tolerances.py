@@ -7,14 +7,20 @@ import numpy as np
 from simconform.spec import Latency, Tolerances
 from simconform.verify.distributions import truncnorm_ppf
 
+# `floor`: the resolution of the published values (float32 points, ENU from float64 degrees,
+# float64 elsewhere; verify/accumulator.py). No band is narrower, so a sensor configured without
+# noise (sigma 0) is judged exact to what its messages can hold, not failed by their round-off.
 
-def sigma_band(sigma: float, tol: Tolerances) -> tuple[float, float]:
-    return (sigma * (1 - tol.sigma_rel), sigma * (1 + tol.sigma_rel))
+
+def sigma_band(sigma: float, tol: Tolerances, floor: float = 0.0) -> tuple[float, float]:
+    return relative_band(sigma, tol.sigma_rel, floor)
 
 
-def bias_band(bias: float, sigma: float, tol: Tolerances) -> tuple[float, float]:
+def bias_band(
+    bias: float, sigma: float, tol: Tolerances, floor: float = 0.0
+) -> tuple[float, float]:
     half = tol.bias_abs if tol.bias_abs is not None else tol.bias_sigma_rel * sigma
-    half = max(half, 1e-12 * max(1.0, abs(bias)))  # sigma 0 and bias 0: numerically exact only
+    half = max(half, floor, 1e-12 * max(1.0, abs(bias)))  # never narrower than the round-off
     return (bias - half, bias + half)
 
 
@@ -30,8 +36,10 @@ def lateral_band(sigma: float, tol: Tolerances) -> tuple[float, float]:
     return (0.0, max(half, LATERAL_FLOOR_M))
 
 
-def relative_band(value: float, rel: float) -> tuple[float, float]:
-    return (value * (1 - rel), value * (1 + rel))
+def relative_band(value: float, rel: float, floor: float = 0.0) -> tuple[float, float]:
+    """value +- rel x value, and never less than +- floor (not below 0: a spread or an RMS)."""
+    half = max(rel * value, floor)
+    return (max(value - half, 0.0) if floor else value - half, value + half)
 
 
 def dropout_band(p: float, tol: Tolerances) -> tuple[float, float]:
