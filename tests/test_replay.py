@@ -737,6 +737,13 @@ def test_own_layout_replay_reproduces_the_run(tmp_path: Path) -> None:
     assert manifest["backend"] == "replay" and manifest["complete"] is True
     assert manifest["replay"]["ground_truth"]["kind"] == "tf"
     assert (out / "gt" / "base_link.tum").is_file() and (out / "gt" / "lidar.tum").is_file()
+    # its own files are recorded as a run's are: one changed afterwards is damage, not judged
+    assert {"bag/metadata.yaml", "gt/lidar.tum"} <= set(manifest["outputs"])
+    assert again["provenance"]["inputs"]["bag"]["files"].keys() >= {"bag/metadata.yaml"}
+    with (out / "gt" / "lidar.tum").open("a") as fh:
+        fh.write("# edited\n")
+    integ = verify_run(out, write=False)["run"]["integrity"]
+    assert integ["status"] == "damaged" and integ["outputs_changed"] == ["gt/lidar.tum"]
     # refused before anything is written: an offset that truth recorded in the bag would not
     # use (it was recorded as applied), and an --out holding the bag (--force deleted it)
     common = {"world": world, "spec": tmp_path / "spec.yaml"}

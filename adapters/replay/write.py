@@ -31,7 +31,7 @@ from simconform.errors import UserError
 from simconform.frames import Pose
 from simconform.outdir import write_json_atomic
 from simconform.progress import progress_bar
-from simconform.provenance import path_digest, recorded_header, sha256
+from simconform.provenance import output_digests, path_digest, recorded_header, sha256
 
 CLOCK_WARN_S = 60.0  # |log time - stamp| beyond this: the bag's clocks are not comparable
 
@@ -109,6 +109,8 @@ class Replay(Scan):
         section = self._section(start, end)
         manifest = self._manifest(start, end, complete, reason, section)
         manifest["data_gaps"] = self._gaps()
+        # as a run's: verify then notices a file of bag/ or gt/ changed after the replay
+        manifest["outputs"] = output_digests(out)
         write_json_atomic(out / "run.json", manifest)
         return ReplayResult(out, complete, reason, self.truth, section)
 
