@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, cli, one_error_line
+from conftest import cli, one_error_line
 from simconform import __version__
 from simconform.registry import BACKENDS
 
@@ -131,14 +131,16 @@ def test_doctor_without_capture_agrees_with_the_components_on_gazebo() -> None:
 
 def test_a_cold_numba_cache_is_told_before_the_first_run(short_run: Path, tmp_path, monkeypatch):
     """The first run after an install compiles for a minute or more with no progress line; it
-    now says so first. short_run has compiled the kernels into this session's cache."""
-    from simconform.cli.common import kernels_cached
+    now says so first. short_run (the demo spec) has compiled its kernels into this session's
+    cache."""
+    from simconform.cli.kernels import kernels_cached, needed
 
-    assert (short_run / "run.json").is_file() and kernels_cached()
+    demo = needed("reference", ("lidar", "camera", "imu", "gnss", "odom"))
+    assert (short_run / "run.json").is_file() and kernels_cached(demo)
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))  # where numba would cache instead
-    assert not kernels_cached()
-    # an index numba would use counts, one it would find stale (an upgrade changed the
-    # source) does not: numba keys it by the source's SHA-256
+    assert not kernels_cached(demo)
+    # one kernel cached is not all of them (`plan`, or a lidar-only run, compiles only some):
+    # seen as a run compiling for 6 minutes without a word
     spec = importlib.util.find_spec("simconform")
     assert spec is not None and spec.submodule_search_locations
     src = Path(spec.submodule_search_locations[0])
@@ -146,25 +148,27 @@ def test_a_cold_numba_cache_is_told_before_the_first_run(short_run: Path, tmp_pa
     copy = tmp_path / "simconform" / index.name
     copy.parent.mkdir()
     copy.write_bytes(index.read_bytes())
-    assert kernels_cached()
+    assert kernels_cached(["simconform.bvh._build"]) and not kernels_cached(demo)
+    # an index numba would find stale (an upgrade changed the source) does not count: numba
+    # keys it by the source's SHA-256
     digest = hashlib.sha256((src / "bvh.py").read_bytes()).digest()
     assert digest in copy.read_bytes()
     copy.write_bytes(index.read_bytes().replace(digest, bytes(32)))
-    assert not kernels_cached()
+    assert not kernels_cached(["simconform.bvh._build"])
 
 
-def test_every_cached_kernel_module_is_looked_at() -> None:
-    """kernels_cached looks at KERNEL_MODULES only: every module that caches numba kernels on
-    disk must be in it."""
-    from simconform.cli.common import KERNEL_MODULES
+def test_the_kernels_looked_at_are_cached_numba_functions() -> None:
+    """Each name in cli/kernels.KERNELS is a numba function of its module cached on disk
+    (a renamed kernel would otherwise be looked for forever, and the note said every run)."""
+    import importlib
 
-    with_kernels = {
-        p.stem
-        for d in ("simconform", "adapters", "pipeline", "verify", "bag", "downstream", "export")
-        for p in (REPO / d).rglob("*.py")
-        if re.search(r"cache\W{1,4}True", p.read_text()) and "cli" not in p.parts
-    }
-    assert with_kernels == {m.rpartition(".")[2] for m in KERNEL_MODULES}
+    from simconform.cli.kernels import KERNELS
+
+    for names in KERNELS.values():
+        for name in names:
+            module, _, function = name.rpartition(".")
+            kernel = getattr(importlib.import_module(module), function)
+            assert type(kernel._cache).__name__ == "FunctionCache", name
 
 
 def test_a_bad_option_value_is_one_line_with_the_value(tmp_path: Path) -> None:

@@ -8,7 +8,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from simconform.cli.common import say_if_compiling, stdout_console
+from simconform.cli.common import stdout_console
+from simconform.cli.kernels import PROBE, say_if_compiling
 from simconform.registry import BACKENDS
 
 NOT_PROBED = {"replay": "verifies recorded bags: `simconform replay BAG --map MAP.yaml`"}
@@ -27,7 +28,7 @@ def backends_command(
         BACKENDS.check(n, field="backends NAME")
     chosen = names or list(BACKENDS)
     if any(n not in NOT_PROBED for n in chosen):
-        say_if_compiling()
+        say_if_compiling(PROBE)
     table = Table(title="simconform backends")
     for col in ("backend", "usable", "engine", "seconds", "note"):
         table.add_column(col, justify="right" if col == "seconds" else "left")

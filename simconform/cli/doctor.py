@@ -9,7 +9,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from simconform.cli.common import JsonOpt, say_if_compiling, stdout_console
+from simconform.cli.common import JsonOpt, stdout_console
+from simconform.cli.kernels import PROBE, say_if_compiling
 
 
 def doctor_command(
@@ -30,7 +31,7 @@ def doctor_command(
     from simconform.doctor import backend_findings, components
 
     if capture:
-        say_if_compiling()
+        say_if_compiling(PROBE)
     backends = backend_findings(capture=capture)
     parts = components()
     ok = any(f.name == "reference" and f.found for f in backends)

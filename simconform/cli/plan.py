@@ -32,12 +32,15 @@ def plan_command(
 ) -> None:
     """Print per sensor and metric the run length that makes it conclusive (PASS with
     --power if the sensor conforms), the dominating metric, and the length for all at once."""
+    from simconform.cli.kernels import needed, say_if_compiling
     from simconform.run import RunConfig, load_inputs
 
     check_confidence(confidence)
     check_power(power)
     given = {"spec": spec, "world": world, "trajectory": trajectory}
     inp = load_inputs(RunConfig(**{k: v for k, v in given.items() if v is not None}))  # demo
+    if any(s.type == "lidar" for s in inp.spec.sensors.values()):  # its probe sweeps cast rays
+        say_if_compiling(needed("reference", ("lidar",), verify=False))
     plan = make_plan(inp, confidence, power)
     c = stdout_console()
     span = (inp.trajectory.end_ns - inp.trajectory.start_ns) / 1e9

@@ -19,9 +19,9 @@ from simconform.cli.common import (
     exit_code,
     print_verdict,
     progress_of,
-    say_if_compiling,
     stdout_console,
 )
+from simconform.cli.kernels import say_if_compiling
 from simconform.errors import UserError
 
 
@@ -166,7 +166,7 @@ def run(
         return
     shown = progress_of(progress, quiet)
     if shown is not False:
-        say_if_compiling()
+        say_if_compiling(_kernels(cfg))
     with session():  # --out stays locked from the first capture to the last report file
         result = do_run(cfg, progress=shown)
         if result.stopped_by:
@@ -292,3 +292,16 @@ def verify(
     report = verify_run(run_dir, confidence, progress=progress_of(progress, quiet), jobs=jobs)
     print_verdict(report, Path(run_dir) / "report", quiet, as_json)
     raise typer.Exit(exit_code(report))
+
+
+def _kernels(cfg) -> list[str]:
+    """The numba kernels this run will call (cli/kernels.py); every kind where the spec does
+    not load here (the run itself then says what is wrong with it)."""
+    from simconform.cli.kernels import needed
+    from simconform.spec import load_spec
+
+    try:
+        kinds = {s.type for s in load_spec(cfg.spec).sensors.values()}
+    except UserError:
+        kinds = {"lidar", "camera"}
+    return needed(cfg.backend, kinds)
