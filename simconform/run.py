@@ -54,6 +54,7 @@ from simconform.spec import (
 )
 from simconform.trajectory import (
     DEFAULT_INTERPOLATION,
+    MAX_STAMP_S,
     Trajectory,
     check_interpolation,
     load_trajectory,
@@ -67,7 +68,6 @@ TF_RATE_HZ = 50.0
 # (from 2001 on: REAL_CLOCK_NS) keeps them; `--epoch` sets it (0: the trajectory's own clock).
 DEFAULT_EPOCH_S = 1_704_067_200
 REAL_CLOCK_NS = 1_000_000_000 * 1_000_000_000
-MAX_EPOCH_S = 4_000_000_000
 
 
 @dataclass
@@ -118,14 +118,22 @@ def load_inputs(cfg: RunConfig) -> Inputs:
     epoch = cfg.epoch
     if epoch is None:
         epoch = 0 if traj.start_ns >= REAL_CLOCK_NS else DEFAULT_EPOCH_S
-    if isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 <= epoch <= MAX_EPOCH_S:
-        raise UserError(None, "--epoch", epoch, f"expected whole seconds in [0, {MAX_EPOCH_S}]")
+    # every stamp, the trajectory's last one included, must fit a ROS 2 stamp's int32 seconds
+    top = MAX_STAMP_S - 1 - -(-traj.end_ns // 1_000_000_000)
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 <= epoch <= top:
+        raise UserError(
+            None,
+            "--epoch",
+            epoch,
+            f"expected whole seconds in [0, {top}] (this trajectory's stamps then stay below "
+            f"2^31 s, a ROS 2 stamp's int32 seconds)",
+        )
     traj = traj.shifted(epoch)
     start, end = traj.start_ns, traj.end_ns
     span_s = (end - start) / 1e9
     if cfg.duration is not None:
-        if not (cfg.duration > 0 and np.isfinite(cfg.duration)):
-            raise UserError(None, "--duration", cfg.duration, "expected seconds > 0")
+        if not (np.isfinite(cfg.duration) and round(cfg.duration * 1e9) >= 1):
+            raise UserError(None, "--duration", cfg.duration, "expected finite seconds >= 1e-9")
         if cfg.duration * 1e9 > end - start + 0.5:
             raise UserError(
                 cfg.trajectory,

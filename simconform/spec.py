@@ -257,6 +257,15 @@ class CameraSpec(_Sensor):
             raise ValueError(
                 "give either hfov_deg or intrinsics (fx fy cx cy), not both or neither"
             )
+        if self.intrinsics is not None:  # a ray's direction (u - cx) / fx must stay finite
+            i = self.intrinsics
+            far = max(abs(i.cx), abs(self.width - 1 - i.cx), abs(i.cy), abs(self.height - 1 - i.cy))
+            if far > 1e12 * min(i.fx, i.fy):
+                raise ValueError(
+                    f"intrinsics fx {i.fx:g}, fy {i.fy:g}: the farthest pixel lies {far:g} px "
+                    "from (cx, cy); expected fx and fy at least 1e-12 of that (rays within "
+                    "90 degrees of the optical axis)"
+                )
         return self
 
     def k(self) -> tuple[float, float, float, float]:

@@ -79,6 +79,13 @@ def test_epoch_option_sets_the_clock_and_is_validated(tmp_path: Path) -> None:
     assert min(stamps) == 0
     with pytest.raises(UserError, match="--epoch"):
         record(tmp_path, "bad", epoch=-5)
+    # a stamp past 2^31 s crashed the bag writer half way (int32 seconds): refused up front,
+    # naming the largest epoch this trajectory allows, with nothing written
+    with pytest.raises(
+        UserError, match=r"--epoch: got 2147483640; expected whole seconds in \[0, "
+    ):
+        record(tmp_path, "late", epoch=2_147_483_640)
+    assert not (tmp_path / "late").exists()
 
 
 def test_tf_carries_the_odometry_estimate_and_truth_has_its_own_frame(tmp_path: Path) -> None:

@@ -97,6 +97,18 @@ SPEC_CASES = [
     ("sensors.lidar.noise.range.bias", 1e300, "range.bias", "less than or equal to 1000000"),
     ("sensors.imu.rate_hz", 1e-9, "sensors.imu.rate_hz", "greater than or equal to 0.01"),
     ("sensors.camera.hfov_deg", math.inf, "sensors.camera.hfov_deg", "finite number"),
+    (  # a ray (u - cx) / fx overflowed: the run failed with a traceback
+        "sensors.camera",
+        {
+            "type": "camera",
+            "rate_hz": 10,
+            "width": 8,
+            "height": 6,
+            "intrinsics": {"fx": 1e-300, "fy": 1e-300, "cx": 3.5, "cy": 2.5},
+        },
+        "sensors.camera",
+        "expected fx and fy at least 1e-12 of that",
+    ),
     ("sensors.imu.topic", "/tf", "sensors.imu.topic", "one of the bag's own topics"),
     ("sensors.imu.topic", "/clock", "sensors.imu.topic", "one of the bag's own topics"),
     ("sensors.imu.topic", "/truth/imu", "sensors.imu.topic", "outside /truth/"),
@@ -184,7 +196,9 @@ def test_trajectory_errors(tmp_path: Path, capsys, rows, field, allowed) -> None
 
 FLAG_CASES = [
     (["--duration", "500"], "--duration", "spans only 200 s"),
-    (["--duration", "-1"], "--duration", "seconds > 0"),
+    (["--duration", "-1"], "--duration", "finite seconds >= 1e-9"),
+    (["--duration", "1e-12"], "--duration", "finite seconds >= 1e-9"),  # 0 ns: an empty run
+    (["--duration", "inf"], "--duration", "finite seconds"),
     (["--backend", "unreal"], "--backend", "expected one of"),
     (["--storage", "rosbag1"], "--storage", "mcap or sqlite3"),
     (["--seed", "-5"], "--seed", "[0, 2^63)"),
