@@ -172,6 +172,16 @@ def test_a_walk_the_allan_estimator_cannot_resolve_is_said_to_be_so() -> None:
     assert plan_spec(_walk_spec(need * 1.1)).find("imu", "accel_walk_x").duration_s is not None
 
 
+def test_a_camera_without_noise_is_planned_as_exact() -> None:
+    """sigma 0: the verifier compares each frame with its exact prediction and PASSes from 3
+    frames; the plan said intensity_std could "never" PASS."""
+    cam = {"type": "camera", "rate_hz": 10, "width": 64, "height": 48, "hfov_deg": 90.0}
+    spec = Spec.model_validate({"name": "c", "sensors": {"camera": cam}})
+    for metric in ("intensity_bias", "intensity_std", "intensity_rmse"):
+        m = plan_spec(spec).find("camera", metric)
+        assert m.n == 3 and m.duration_s is not None and "exact" in m.note, m
+
+
 def _campaign(tmp: Path, seeds: range, duration: float) -> list[dict]:
     from simconform.run import RunConfig, run
     from simconform.verify.verifier import verify_run

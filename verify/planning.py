@@ -286,6 +286,11 @@ def _camera(s: CameraSpec, counts: _Counts, lv: float) -> list[_Model]:
     pix = s.width * s.height * 3
     k = 1 if s.encoding == "raw" else 2
     sig, b, r = n.sigma, n.bias, tol.sigma_rel
+    frames = "frames compared"
+    if sig == 0:  # no noise: the prediction (clamp, round, encoding) is the image, exactly
+        exact = "no noise configured: the prediction is exact, 3 frames"
+        names = ("intensity_bias", "intensity_std", "intensity_rmse")
+        return [_Model(m, frames, counts.frames, _at_least(3), note=exact) for m in names]
     theta = b * b + sig * sig
     rows = (
         ("intensity_bias", math.sqrt(k * sig**2 / pix), tl.bias_band(0, sig, tol)[1]),
@@ -296,7 +301,6 @@ def _camera(s: CameraSpec, counts: _Counts, lv: float) -> list[_Model]:
             theta * (2 * r - r * r),
         ),
     )
-    frames = "frames compared"
     return [
         _Model(
             name,

@@ -224,12 +224,18 @@ def choose_duration(cfg, confidence: float, power: float):
     span = (inp.end_ns - inp.start_ns) / 1e9
     sample_plan = make_plan(inp, confidence, power)
     auto = auto_length(sample_plan, span)
-    err.print(
-        f"--duration auto: {auto.seconds:g} s, where every metric that can become conclusive "
-        f"PASSes with {power:.0%} power if the sensors conform (P(all) ~ {auto.power:.2f})"
-        + (f"; cut to the trajectory's {span:g} s" if auto.capped else ""),
-        soft_wrap=True,
-    )
+    together = f"all of them together: P ~ {auto.power:.2f}"
+    if auto.capped:
+        what = (
+            f"the trajectory's whole span, too short for {power:.0%} power on every metric "
+            f"that can become conclusive ({together})"
+        )
+    else:
+        what = (
+            f"where each metric that can become conclusive PASSes with {power:.0%} power if "
+            f"the sensors conform ({together})"
+        )
+    err.print(f"--duration auto: {auto.seconds:g} s, {what}", soft_wrap=True)
     for m in auto.stuck:
         err.print(
             f"[yellow]--duration auto[/]: {m.sensor}.{m.metric} cannot become conclusive at "
