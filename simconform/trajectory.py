@@ -238,7 +238,8 @@ def waypoints_to_trajectory(
             path,
             where,
             (float(x[i]), float(y[i])),
-            "expected a moving path: heading is undefined where waypoints repeat",
+            "expected a moving path: the heading (the path's direction) is undefined where "
+            "waypoints repeat or the path turns straight back",
         )
     yaw = np.arctan2(dy, dx)
     pitch = -np.arctan2(dz, ds)  # nose up on a climb is negative pitch about y (REP 103)
