@@ -112,8 +112,11 @@ class Rings(Strict):
             raise ValueError("give either angles_deg or count (with fov_deg), not both or neither")
         if self.angles_deg is not None and len(self.angles_deg) == 0:
             raise ValueError("angles_deg must list at least one angle")
-        if self.count is not None and self.count > 1 and not self.fov_deg[0] < self.fov_deg[1]:
-            raise ValueError("fov_deg must be [lower, upper] with lower < upper")
+        lo, hi = self.fov_deg
+        if self.count is not None and (lo > hi or (self.count > 1 and lo == hi)):
+            raise ValueError(
+                "fov_deg must be [lower, upper] with lower < upper (lower <= upper for one ring)"
+            )
         return self
 
     def elevations(self) -> np.ndarray:

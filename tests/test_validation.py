@@ -97,6 +97,8 @@ SPEC_CASES = [
     ("sensors.lidar.noise.range.bias", 1e300, "range.bias", "less than or equal to 1000000"),
     ("sensors.imu.rate_hz", 1e-9, "sensors.imu.rate_hz", "greater than or equal to 0.01"),
     ("sensors.camera.hfov_deg", math.inf, "sensors.camera.hfov_deg", "finite number"),
+    ("sensors.lidar.rings", {"count": 4, "fov_deg": [15, -15]}, "rings", "lower < upper"),
+    ("sensors.lidar.rings", {"count": 1, "fov_deg": [15, -15]}, "rings", "lower <= upper"),
     (  # a ray (u - cx) / fx overflowed: the run failed with a traceback
         "sensors.camera",
         {
