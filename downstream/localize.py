@@ -41,9 +41,11 @@ def pick_lidar(spec: Spec, name: str | None, run_dir: Path) -> str:
     """The run's lidar: `name`, or its only one; a UserError naming --sensor otherwise."""
     lidars = [n for n, s in spec.sensors.items() if isinstance(s, LidarSpec)]
     if name is None:
-        if len(lidars) != 1:
-            why = "expected a run with a lidar" if not lidars else "pass --sensor with one of "
-            raise UserError(run_dir, "--sensor", None, why + ", ".join(lidars))
+        if not lidars:  # the run's sensors, not an option, are what is missing
+            have = ", ".join(spec.sensors)
+            raise UserError(run_dir, "sensors", have, "expected a run with a lidar")
+        if len(lidars) > 1:
+            raise UserError(run_dir, "--sensor", None, "pass one of " + ", ".join(lidars))
         return lidars[0]
     if name not in lidars:
         raise UserError(run_dir, "--sensor", name, f"expected a lidar: {', '.join(lidars)}")

@@ -70,8 +70,13 @@ class TruePoses:
             if line.strip() and not line.startswith("#"):
                 parts = line.split()
                 rows.append((int(Decimal(parts[0]) * 1_000_000_000), *map(float, parts[1:8])))
-        if len(rows) < 2:
-            raise UserError(tum, "poses", f"{len(rows)} rows", "expected at least 2 poses")
+        if len(rows) < 2:  # a run shorter than the tf period (20 ms) records one pose
+            raise UserError(
+                tum,
+                "poses",
+                f"{len(rows)} rows",
+                "expected at least 2 poses: a run longer than one tf period (20 ms) records them",
+            )
         self.t = np.array([r[0] for r in rows], dtype=np.int64)
         data = np.array([r[1:] for r in rows])
         self.xyz = data[:, :3]

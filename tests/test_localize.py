@@ -262,3 +262,17 @@ def test_localize_writes_only_into_its_own_files(street_run: Path, tmp_path: Pat
     assert mine.read_text() == "the user's"
     assert (run / "localization" / "localization.json").read_bytes() == before
     assert not list((run / ".simconform").glob("building-*"))
+
+
+def test_a_run_without_a_lidar_is_named_as_such() -> None:
+    """localize and export of a camera-only run said `--sensor: got None`, as if an option
+    were wrong; it is the run that has no lidar."""
+    from simconform.downstream.localize import pick_lidar
+    from simconform.errors import UserError
+    from simconform.spec import Spec
+
+    cam = {"type": "camera", "rate_hz": 10, "width": 8, "height": 6, "hfov_deg": 60.0}
+    spec = Spec.model_validate({"name": "c", "sensors": {"front": cam}})
+    with pytest.raises(UserError) as err:
+        pick_lidar(spec, None, Path("run"))
+    assert "sensors: got 'front'; expected a run with a lidar" in str(err.value)
