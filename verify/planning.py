@@ -273,7 +273,10 @@ def _lidar(s: LidarSpec, counts: _Counts, lv: float) -> list[_Model]:
     out.append(_Model("point_dropout", "true returns", counts.finite, wil))
     if not counts.returns:  # no ray hits: nothing to judge the range on, at any length
         for m in out:
-            m.why = "no true returns per sweep (no ray of this lidar hits the world)"
+            m.why = (
+                "no true return in the sweeps counted (`plan`: a few cast along the "
+                "trajectory; a report: the run's own): no ray hit the world there"
+            )
     return out
 
 
